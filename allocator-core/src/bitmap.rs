@@ -1,0 +1,200 @@
+//! Fixed-size bitmaps: `Bitmap<W>` holds `64 * W` bits in plain words (slab free maps, chunk
+//! page maps), with first-set and run searches. A set bit means "free" wherever hugealloc uses it.
+
+/// `64 * W` bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bitmap<const W: usize> {
+    words: [u64; W],
+}
+
+impl<const W: usize> Bitmap<W> {
+    pub const BITS: usize = 64 * W;
+
+    pub const fn new() -> Self {
+        Bitmap { words: [0; W] }
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> bool {
+        self.words[i / 64] >> (i % 64) & 1 != 0
+    }
+
+    #[inline]
+    pub fn set(&mut self, i: usize) {
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    #[inline]
+    pub fn clear(&mut self, i: usize) {
+        self.words[i / 64] &= !(1 << (i % 64));
+    }
+
+    /// Sets bits `start..start + len`.
+    pub fn set_range(&mut self, start: usize, len: usize) {
+        self.fill_range(start, len, true)
+    }
+
+    /// Clears bits `start..start + len`.
+    pub fn clear_range(&mut self, start: usize, len: usize) {
+        self.fill_range(start, len, false)
+    }
+
+    fn fill_range(&mut self, start: usize, len: usize, value: bool) {
+        let mut i = start;
+        let end = start + len;
+        while i < end {
+            let w = i / 64;
+            let lo = i % 64;
+            let n = (64 - lo).min(end - i);
+            let mask = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << lo };
+            if value {
+                self.words[w] |= mask;
+            } else {
+                self.words[w] &= !mask;
+            }
+            i += n;
+        }
+    }
+
+    /// Whether bits `start..start + len` are all set.
+    pub fn all_set(&self, start: usize, len: usize) -> bool {
+        (start..start + len).all(|i| self.get(i))
+    }
+
+    /// The number of set bits.
+    pub fn count(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// The lowest set bit, if any.
+    #[inline]
+    pub fn first_set(&self) -> Option<usize> {
+        for (w, &word) in self.words.iter().enumerate() {
+            if word != 0 {
+                return Some(w * 64 + word.trailing_zeros() as usize);
+            }
+        }
+        None
+    }
+
+    /// The lowest set bit at or after `from`, below `Self::BITS`.
+    pub fn next_set(&self, from: usize) -> Option<usize> {
+        if from >= Self::BITS {
+            return None;
+        }
+        let mut w = from / 64;
+        let mut word = self.words[w] & (u64::MAX << (from % 64));
+        loop {
+            if word != 0 {
+                return Some(w * 64 + word.trailing_zeros() as usize);
+            }
+            w += 1;
+            if w == W {
+                return None;
+            }
+            word = self.words[w];
+        }
+    }
+
+    /// The lowest clear bit at or after `from`, or `Self::BITS`.
+    pub fn next_clear(&self, from: usize) -> usize {
+        if from >= Self::BITS {
+            return Self::BITS;
+        }
+        let mut w = from / 64;
+        let mut word = !self.words[w] & (u64::MAX << (from % 64));
+        loop {
+            if word != 0 {
+                return w * 64 + word.trailing_zeros() as usize;
+            }
+            w += 1;
+            if w == W {
+                return Self::BITS;
+            }
+            word = !self.words[w];
+        }
+    }
+
+    /// Best fit: the start of the shortest run of set bits of length at least `len` whose
+    /// start is a multiple of `align` (a power of two, in bits); ties go to the lowest address.
+    /// Also returns the longest run seen (for callers tracking it).
+    pub fn find_run(&self, len: usize, align: usize) -> Option<usize> {
+        let mut best: Option<(usize, usize)> = None;
+        let mut i = 0;
+        while let Some(start) = self.next_set(i) {
+            let end = self.next_clear(start);
+            let astart = (start + align - 1) & !(align - 1);
+            if astart + len <= end {
+                let run = end - start;
+                if best.is_none_or(|(_, b)| run < b) {
+                    best = Some((astart, run));
+                    if run == len {
+                        break;
+                    }
+                }
+            }
+            i = end;
+        }
+        best.map(|(s, _)| s)
+    }
+
+    /// The length of the longest run of set bits.
+    pub fn longest_run(&self) -> usize {
+        let mut longest = 0;
+        let mut i = 0;
+        while let Some(start) = self.next_set(i) {
+            let end = self.next_clear(start);
+            longest = longest.max(end - start);
+            i = end;
+        }
+        longest
+    }
+}
+
+impl<const W: usize> Default for Bitmap<W> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_clear_search() {
+        let mut b = Bitmap::<8>::new();
+        assert_eq!(b.first_set(), None);
+        b.set(300);
+        b.set(5);
+        assert_eq!(b.first_set(), Some(5));
+        assert_eq!(b.next_set(6), Some(300));
+        b.clear(5);
+        assert_eq!(b.first_set(), Some(300));
+        assert_eq!(b.count(), 1);
+        b.set_range(60, 70);
+        assert_eq!(b.count(), 71);
+        assert!(b.all_set(60, 70));
+        assert!(!b.all_set(59, 2));
+        b.clear_range(60, 70);
+        assert_eq!(b.count(), 1);
+    }
+
+    #[test]
+    fn runs_best_fit_and_aligned() {
+        let mut b = Bitmap::<8>::new();
+        b.set_range(0, 10); // run of 10
+        b.set_range(20, 4); // run of 4
+        b.set_range(100, 300); // run of 300
+        assert_eq!(b.find_run(4, 1), Some(20));
+        assert_eq!(b.find_run(5, 1), Some(0));
+        assert_eq!(b.find_run(11, 1), Some(100));
+        assert_eq!(b.find_run(10, 64), Some(0));
+        assert_eq!(b.find_run(11, 64), Some(128));
+        assert_eq!(b.find_run(301, 1), None);
+        assert_eq!(b.longest_run(), 300);
+        b.set_range(0, 512);
+        assert_eq!(b.find_run(512, 1), Some(0));
+        assert_eq!(b.next_clear(0), 512);
+    }
+}

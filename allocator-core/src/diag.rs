@@ -1,0 +1,139 @@
+//! Diagnostics: warnings and fatal errors formatted into a fixed stack buffer and written to
+//! stderr with one `write`. Nothing here allocates or panics; text longer than the buffer is
+//! cut short.
+
+use crate::os;
+
+/// A message under construction in a fixed buffer. Appends past the end are dropped.
+pub struct Msg {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl Msg {
+    /// Starts a message with the `hugealloc: ` prefix.
+    pub fn new() -> Msg {
+        let mut m = Msg { buf: [0; 512], len: 0 };
+        m.str("hugealloc: ");
+        m
+    }
+
+    /// Appends raw bytes.
+    pub fn bytes(&mut self, b: &[u8]) -> &mut Msg {
+        let n = b.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
+        self.len += n;
+        self
+    }
+
+    /// Appends a string.
+    pub fn str(&mut self, s: &str) -> &mut Msg {
+        self.bytes(s.as_bytes())
+    }
+
+    /// Appends an unsigned decimal number.
+    pub fn dec(&mut self, mut v: u64) -> &mut Msg {
+        let mut tmp = [0u8; 20];
+        let mut i = tmp.len();
+        loop {
+            i -= 1;
+            tmp[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.bytes(&tmp[i..])
+    }
+
+    /// Appends a signed decimal number.
+    pub fn int(&mut self, v: i64) -> &mut Msg {
+        if v < 0 {
+            self.str("-");
+        }
+        self.dec(v.unsigned_abs())
+    }
+
+    /// Appends `0x` and a hexadecimal number (a pointer, usually).
+    pub fn hex(&mut self, mut v: u64) -> &mut Msg {
+        let mut tmp = [0u8; 16];
+        let mut i = tmp.len();
+        loop {
+            i -= 1;
+            tmp[i] = b"0123456789abcdef"[(v & 15) as usize];
+            v >>= 4;
+            if v == 0 {
+                break;
+            }
+        }
+        self.str("0x");
+        self.bytes(&tmp[i..])
+    }
+
+    /// The text so far.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Ends the line and writes it to stderr.
+    pub fn emit(&mut self) {
+        if self.len == self.buf.len() {
+            self.len -= 1;
+        }
+        self.bytes(b"\n");
+        os::write_stderr(self.as_bytes());
+    }
+
+    /// Writes the line and aborts the process.
+    pub fn fatal(&mut self) -> ! {
+        self.emit();
+        os::abort()
+    }
+}
+
+impl Default for Msg {
+    fn default() -> Msg {
+        Msg::new()
+    }
+}
+
+/// Aborts with `hugealloc: <what> <ptr>` — the one-line message for misuse of a pointer.
+#[cold]
+#[inline(never)]
+pub fn fatal_ptr(what: &str, ptr: *const u8) -> ! {
+    Msg::new().str(what).str(" ").hex(ptr as u64).fatal()
+}
+
+/// Aborts with `hugealloc: <what>`.
+#[cold]
+#[inline(never)]
+pub fn fatal(what: &str) -> ! {
+    Msg::new().str(what).fatal()
+}
+
+/// Writes `hugealloc: <what>` to stderr.
+#[cold]
+pub fn warn(what: &str) {
+    Msg::new().str(what).emit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_numbers() {
+        let mut m = Msg::new();
+        m.dec(0).str(" ").dec(1234567890).str(" ").hex(0xdead_beef).str(" ").int(-42);
+        assert_eq!(m.as_bytes(), b"hugealloc: 0 1234567890 0xdeadbeef -42");
+    }
+
+    #[test]
+    fn truncates_instead_of_overflowing() {
+        let mut m = Msg::new();
+        for _ in 0..100 {
+            m.str("0123456789");
+        }
+        assert_eq!(m.as_bytes().len(), 512);
+    }
+}

@@ -1,0 +1,255 @@
+//! The operating-system layer: the only module that calls `mmap`, `munmap`, `madvise`, `prctl`,
+//! `open`/`read` of `/sys` and `/proc`, `write` to stderr, `abort`, and `clock_gettime`.
+//!
+//! Contract every caller may rely on: addresses passed in are page aligned and lengths non-zero
+//! and page multiples unless a function says otherwise; a failing call reports `false` or null
+//! and never panics. Nothing here allocates.
+
+use core::ptr;
+
+/// The base page size hugealloc assumes (x86-64 and most aarch64 Linux configurations).
+pub const PAGE: usize = 4096;
+pub const LG_PAGE: u32 = 12;
+
+/// Maps `len` bytes of fresh zeroed read-write anonymous memory aligned to `align`.
+/// Preconditions: `len` and `align` are page multiples, `align` a power of two.
+/// Returns null when the kernel refuses (ENOMEM, `ulimit -v`).
+pub fn map_aligned(len: usize, align: usize) -> *mut u8 {
+    if align <= PAGE {
+        return map(len);
+    }
+    let Some(over) = len.checked_add(align - PAGE) else {
+        return ptr::null_mut();
+    };
+    let raw = map(over);
+    if raw.is_null() {
+        return raw;
+    }
+    let start = raw as usize;
+    let aligned = (start + align - 1) & !(align - 1);
+    let head = aligned - start;
+    let tail = over - head - len;
+    if head != 0 {
+        unmap(raw, head);
+    }
+    if tail != 0 {
+        unmap((aligned + len) as *mut u8, tail);
+    }
+    aligned as *mut u8
+}
+
+/// Maps `len` bytes (a page multiple) of fresh zeroed anonymous memory, or returns null.
+pub fn map(len: usize) -> *mut u8 {
+    // SAFETY: an anonymous private mapping with a null hint touches no existing memory.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        ptr::null_mut()
+    } else {
+        name_mapping(p as *mut u8, len);
+        p as *mut u8
+    }
+}
+
+/// Unmaps a range this module mapped. Preconditions: page-aligned start, page-multiple length.
+pub fn unmap(addr: *mut u8, len: usize) {
+    // SAFETY: the caller owns the range and nothing refers to it any more.
+    unsafe {
+        libc::munmap(addr as *mut libc::c_void, len);
+    }
+}
+
+/// Names an anonymous mapping `[anon:hugealloc]` in `/proc/self/maps` where the kernel has
+/// `PR_SET_VMA_ANON_NAME` (5.17+ with `CONFIG_ANON_VMA_NAME`); elsewhere does nothing.
+fn name_mapping(addr: *mut u8, len: usize) {
+    const PR_SET_VMA: libc::c_int = 0x53564d41;
+    const PR_SET_VMA_ANON_NAME: libc::c_ulong = 0;
+    static NAME: &[u8] = b"hugealloc\0";
+    // SAFETY: prctl reads the NUL-terminated static name; failure (EINVAL) is harmless.
+    unsafe {
+        libc::prctl(
+            PR_SET_VMA,
+            PR_SET_VMA_ANON_NAME,
+            addr as libc::c_ulong,
+            len as libc::c_ulong,
+            NAME.as_ptr() as libc::c_ulong,
+        );
+    }
+}
+
+/// The kinds of advice hugealloc gives the kernel about a range.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Advice {
+    /// `MADV_HUGEPAGE`: back with PMD huge pages where possible (`hg` in `VmFlags`).
+    Huge,
+    /// `MADV_NOHUGEPAGE`: never back with huge pages (`nh` in `VmFlags`).
+    NoHuge,
+    /// `MADV_DONTNEED`: drop the pages now; the next touch faults in zeroed pages.
+    DontNeed,
+    /// `MADV_FREE`: the kernel may drop the pages lazily; contents undefined until rewritten.
+    Free,
+    /// `MADV_COLLAPSE`: collapse the range into huge pages synchronously (6.1+).
+    Collapse,
+}
+
+/// Gives `advice` for a page-aligned range; returns whether the kernel accepted it.
+/// `EINVAL` (old kernel, unsupported advice) is reported as `false` and is otherwise harmless.
+pub fn advise(addr: *mut u8, len: usize, advice: Advice) -> bool {
+    const MADV_COLLAPSE: libc::c_int = 25;
+    let flag = match advice {
+        Advice::Huge => libc::MADV_HUGEPAGE,
+        Advice::NoHuge => libc::MADV_NOHUGEPAGE,
+        Advice::DontNeed => libc::MADV_DONTNEED,
+        Advice::Free => libc::MADV_FREE,
+        Advice::Collapse => MADV_COLLAPSE,
+    };
+    // SAFETY: madvise only changes how the kernel backs a range the caller owns.
+    unsafe { libc::madvise(addr as *mut libc::c_void, len, flag) == 0 }
+}
+
+/// Writes all of `bytes` to stderr, retrying short writes; errors are ignored.
+pub fn write_stderr(bytes: &[u8]) {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        // SAFETY: the pointer and length describe the live slice `rest`.
+        let n = unsafe { libc::write(2, rest.as_ptr() as *const libc::c_void, rest.len()) };
+        if n <= 0 {
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            return;
+        }
+        rest = &rest[n as usize..];
+    }
+}
+
+/// Ends the process at once with `SIGABRT`.
+pub fn abort() -> ! {
+    // SAFETY: abort has no preconditions and does not return.
+    unsafe { libc::abort() }
+}
+
+/// The calling thread's `errno`.
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location always returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets the calling thread's `errno`.
+pub fn set_errno(value: i32) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = value }
+}
+
+/// Monotonic time in milliseconds.
+pub fn now_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the local timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// Reads up to `buf.len()` bytes of the file at `path` (NUL-terminated) into `buf`;
+/// returns the number read, or `None` where the file cannot be opened.
+pub fn read_file(path: &[u8], buf: &mut [u8]) -> Option<usize> {
+    debug_assert!(path.last() == Some(&0));
+    // SAFETY: `path` is NUL-terminated (checked in debug builds; all callers pass literals).
+    let fd = unsafe { libc::open(path.as_ptr() as *const libc::c_char, libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let mut len = 0;
+    while len < buf.len() {
+        // SAFETY: reads into the unfilled tail of `buf`.
+        let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr() as *mut libc::c_void, buf.len() - len) };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        len += n as usize;
+    }
+    // SAFETY: fd was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    Some(len)
+}
+
+/// Reads an environment variable without allocating, ignoring it in set-uid programs
+/// (`secure_getenv`). `name` is NUL-terminated. The slice lives as long as the environment.
+pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
+    debug_assert!(name.last() == Some(&0));
+    // SAFETY: `name` is NUL-terminated; the returned pointer, when non-null, is a C string in
+    // the environment block that stays valid while nobody calls setenv on that name.
+    unsafe {
+        let p = secure_getenv(name.as_ptr() as *const libc::c_char);
+        if p.is_null() {
+            return None;
+        }
+        Some(core::slice::from_raw_parts(p as *const u8, libc::strlen(p)))
+    }
+}
+
+extern "C" {
+    fn secure_getenv(name: *const libc::c_char) -> *mut libc::c_char;
+}
+
+/// The number of CPUs online (at least 1).
+pub fn ncpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n < 1 {
+        1
+    } else {
+        n as usize
+    }
+}
+
+/// Blocks while `*word == expected` (futex wait, private). Spurious wake-ups are possible.
+#[cfg(not(loom))]
+pub fn futex_wait(word: &core::sync::atomic::AtomicU32, expected: u32) {
+    // SAFETY: the futex word is a live, aligned u32 for the duration of the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            ptr::null::<libc::timespec>(),
+        );
+    }
+}
+
+/// Wakes one waiter blocked in `futex_wait` on `word`.
+#[cfg(not(loom))]
+pub fn futex_wake_one(word: &core::sync::atomic::AtomicU32) {
+    // SAFETY: as in `futex_wait`.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
+    }
+}
+
+/// Registers fork handlers (`pthread_atfork`). Returns whether registration succeeded.
+pub fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) -> bool {
+    // SAFETY: the handlers are plain functions valid for the life of the process.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
+}
+
+/// The calling thread's minor and major page-fault counts (`getrusage(RUSAGE_SELF)` is
+/// process-wide; this returns the process figures).
+pub fn minor_faults() -> u64 {
+    // SAFETY: getrusage writes into the zeroed local struct.
+    unsafe {
+        let mut ru: libc::rusage = core::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru.ru_minflt as u64
+    }
+}

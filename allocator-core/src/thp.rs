@@ -1,0 +1,123 @@
+//! Transparent huge page policy: the per-arena policy type, the system mode, and the one pure
+//! function deciding which advice a block of memory gets. No I/O happens here; `os` reads the
+//! system files and the arena applies the advice.
+
+/// A THP policy, per arena or global (`thp:VALUE`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum Thp {
+    /// No advice: the system setting decides.
+    Default = 0,
+    /// `MADV_HUGEPAGE` on every chunk the arena maps (jemalloc's `thp:always`).
+    Always = 1,
+    /// `MADV_HUGEPAGE` on chunks backing blocks of at least `thp_threshold` bytes only.
+    Madvise = 2,
+    /// `MADV_NOHUGEPAGE` on every chunk, even where the system setting is `always`.
+    Never = 3,
+}
+
+impl Thp {
+    /// Parses `always`, `madvise`, `never` or `default`.
+    pub fn parse(s: &[u8]) -> Option<Thp> {
+        match s {
+            b"always" => Some(Thp::Always),
+            b"madvise" => Some(Thp::Madvise),
+            b"never" => Some(Thp::Never),
+            b"default" => Some(Thp::Default),
+            _ => None,
+        }
+    }
+
+    /// The policy's configuration name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Thp::Default => "default",
+            Thp::Always => "always",
+            Thp::Madvise => "madvise",
+            Thp::Never => "never",
+        }
+    }
+
+    /// Decodes the `repr(u8)` value (anything unknown reads as `Default`).
+    pub fn from_u8(v: u8) -> Thp {
+        match v {
+            1 => Thp::Always,
+            2 => Thp::Madvise,
+            3 => Thp::Never,
+            _ => Thp::Default,
+        }
+    }
+}
+
+/// The system-wide setting in `/sys/kernel/mm/transparent_hugepage/enabled`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SystemMode {
+    Always,
+    Madvise,
+    Never,
+    /// The file is missing or unreadable (containers, kernels without THP).
+    Unknown,
+}
+
+/// What to tell the kernel about a chunk run.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ChunkAdvice {
+    None,
+    Huge,
+    NoHuge,
+}
+
+/// The advice for a run of chunks that backs a block of `block_bytes` (0 for chunks holding
+/// slabs and page runs of small and large blocks) under `policy`, with the system in `mode`
+/// and the huge threshold `threshold_bytes`.
+pub const fn advice_for(policy: Thp, mode: SystemMode, block_bytes: usize, threshold_bytes: usize) -> ChunkAdvice {
+    if let SystemMode::Unknown = mode {
+        return ChunkAdvice::None;
+    }
+    match policy {
+        Thp::Default => ChunkAdvice::None,
+        Thp::Never => match mode {
+            // Nothing to undo where the system never uses huge pages.
+            SystemMode::Never => ChunkAdvice::None,
+            _ => ChunkAdvice::NoHuge,
+        },
+        Thp::Always => match mode {
+            SystemMode::Never => ChunkAdvice::None,
+            _ => ChunkAdvice::Huge,
+        },
+        Thp::Madvise => match mode {
+            SystemMode::Never => ChunkAdvice::None,
+            _ if block_bytes >= threshold_bytes && block_bytes > 0 => ChunkAdvice::Huge,
+            _ => ChunkAdvice::None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_names_round_trip() {
+        for p in [Thp::Default, Thp::Always, Thp::Madvise, Thp::Never] {
+            assert_eq!(Thp::parse(p.name().as_bytes()), Some(p));
+            assert_eq!(Thp::from_u8(p as u8), p);
+        }
+        assert_eq!(Thp::parse(b"sometimes"), None);
+    }
+
+    #[test]
+    fn advice_table() {
+        use ChunkAdvice::*;
+        let m = 4 << 20;
+        assert_eq!(advice_for(Thp::Madvise, SystemMode::Madvise, 8 << 20, m), Huge);
+        assert_eq!(advice_for(Thp::Madvise, SystemMode::Madvise, 1 << 20, m), None);
+        assert_eq!(advice_for(Thp::Madvise, SystemMode::Madvise, 0, m), None);
+        assert_eq!(advice_for(Thp::Always, SystemMode::Madvise, 0, m), Huge);
+        assert_eq!(advice_for(Thp::Never, SystemMode::Always, 0, m), NoHuge);
+        assert_eq!(advice_for(Thp::Never, SystemMode::Madvise, 8 << 20, m), NoHuge);
+        assert_eq!(advice_for(Thp::Default, SystemMode::Madvise, 8 << 20, m), None);
+        assert_eq!(advice_for(Thp::Always, SystemMode::Unknown, 0, m), None);
+        assert_eq!(advice_for(Thp::Always, SystemMode::Never, 0, m), None);
+    }
+}
