@@ -46,7 +46,11 @@ impl<const W: usize> Bitmap<W> {
             let w = i / 64;
             let lo = i % 64;
             let n = (64 - lo).min(end - i);
-            let mask = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << lo };
+            let mask = if n == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << lo
+            };
             if value {
                 self.words[w] |= mask;
             } else {

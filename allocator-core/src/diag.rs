@@ -13,7 +13,10 @@ pub struct Msg {
 impl Msg {
     /// Starts a message with the `hugealloc: ` prefix.
     pub fn new() -> Msg {
-        let mut m = Msg { buf: [0; 512], len: 0 };
+        let mut m = Msg {
+            buf: [0; 512],
+            len: 0,
+        };
         m.str("hugealloc: ");
         m
     }
@@ -124,7 +127,13 @@ mod tests {
     #[test]
     fn formats_numbers() {
         let mut m = Msg::new();
-        m.dec(0).str(" ").dec(1234567890).str(" ").hex(0xdead_beef).str(" ").int(-42);
+        m.dec(0)
+            .str(" ")
+            .dec(1234567890)
+            .str(" ")
+            .hex(0xdead_beef)
+            .str(" ")
+            .int(-42);
         assert_eq!(m.as_bytes(), b"hugealloc: 0 1234567890 0xdeadbeef -42");
     }
 

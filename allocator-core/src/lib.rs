@@ -4,14 +4,128 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-#[cfg(any(test, loom))]
+// std is used for `thread_local!` (const init, no destructor) and in tests only.
 extern crate std;
 
-pub mod os;
-pub mod diag;
-pub mod sync;
-pub mod bits;
+pub mod alloc;
+pub mod arena;
+pub mod base;
 pub mod bitmap;
-pub mod size_class;
-pub mod thp;
+pub mod bits;
+pub mod chunk;
 pub mod config;
+pub mod diag;
+pub mod list;
+pub mod os;
+pub mod pagemap;
+pub mod size_class;
+pub mod slab;
+pub mod stats;
+pub mod sync;
+pub mod tcache;
+pub mod thp;
+pub mod thread;
+
+use core::alloc::{GlobalAlloc, Layout};
+
+pub use stats::{stats, Stats};
+pub use thp::Thp;
+
+/// The allocator, usable as `#[global_allocator] static GLOBAL: HugeAlloc = HugeAlloc;` or
+/// called directly.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HugeAlloc;
+
+impl HugeAlloc {
+    /// The allocator with a configuration string applied at start, after every other source
+    /// (`HUGEALLOC_CONF` included): `static GLOBAL: HugeAlloc = HugeAlloc::with_conf("thp:always");`
+    /// takes effect at the first allocation.
+    pub const fn with_conf(conf: &'static str) -> ConfiguredAlloc {
+        ConfiguredAlloc { conf }
+    }
+}
+
+// SAFETY: every method forwards to the allocator's entry points, which honour the size and
+// alignment of the layout and return null on failure.
+unsafe impl GlobalAlloc for HugeAlloc {
+    #[inline(always)]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        alloc::alloc(layout.size(), layout.align())
+    }
+    #[inline(always)]
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        // SAFETY: GlobalAlloc's contract: ptr is a live block from this allocator.
+        unsafe { alloc::free(ptr) }
+    }
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        alloc::alloc_zeroed(layout.size(), layout.align())
+    }
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: GlobalAlloc's contract: ptr is live with this layout.
+        unsafe { alloc::realloc(ptr, new_size, layout.align()) }
+    }
+}
+
+/// `HugeAlloc` with a compiled-in configuration string (see `HugeAlloc::with_conf`).
+#[derive(Clone, Copy, Debug)]
+pub struct ConfiguredAlloc {
+    conf: &'static str,
+}
+
+impl ConfiguredAlloc {
+    #[inline(always)]
+    fn configure(&self) {
+        if !thread::is_ready() {
+            thread::set_api_conf(self.conf.as_bytes());
+        }
+    }
+}
+
+// SAFETY: as for HugeAlloc; the configuration is recorded before the first allocation.
+unsafe impl GlobalAlloc for ConfiguredAlloc {
+    #[inline(always)]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.configure();
+        alloc::alloc(layout.size(), layout.align())
+    }
+    #[inline(always)]
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        // SAFETY: GlobalAlloc's contract.
+        unsafe { alloc::free(ptr) }
+    }
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        self.configure();
+        alloc::alloc_zeroed(layout.size(), layout.align())
+    }
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: GlobalAlloc's contract.
+        unsafe { alloc::realloc(ptr, new_size, layout.align()) }
+    }
+}
+
+/// The usable size of a live block from hugealloc (at least the size asked for).
+///
+/// # Safety
+/// `ptr` is a live block from this allocator.
+pub unsafe fn usable_size(ptr: *const u8) -> usize {
+    // SAFETY: forwarded contract.
+    unsafe { alloc::usable_size(ptr) }
+}
+
+/// Moves the calling thread to arena `i`; false if there is no such arena.
+pub fn thread_set_arena(i: usize) -> bool {
+    thread::set_thread_arena(i)
+}
+
+/// Returns every dirty free chunk of every arena to the kernel; returns the bytes purged.
+pub fn purge() -> usize {
+    thread::ensure_init();
+    thread::flush_thread_cache();
+    (0..thread::narenas())
+        .map(|i| thread::arena(i).purge_all())
+        .sum()
+}

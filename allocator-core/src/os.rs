@@ -151,7 +151,10 @@ pub fn set_errno(value: i32) {
 
 /// Monotonic time in milliseconds.
 pub fn now_ms() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the local timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
@@ -162,14 +165,25 @@ pub fn now_ms() -> u64 {
 pub fn read_file(path: &[u8], buf: &mut [u8]) -> Option<usize> {
     debug_assert!(path.last() == Some(&0));
     // SAFETY: `path` is NUL-terminated (checked in debug builds; all callers pass literals).
-    let fd = unsafe { libc::open(path.as_ptr() as *const libc::c_char, libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr() as *const libc::c_char,
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return None;
     }
     let mut len = 0;
     while len < buf.len() {
         // SAFETY: reads into the unfilled tail of `buf`.
-        let n = unsafe { libc::read(fd, buf[len..].as_mut_ptr() as *mut libc::c_void, buf.len() - len) };
+        let n = unsafe {
+            libc::read(
+                fd,
+                buf[len..].as_mut_ptr() as *mut libc::c_void,
+                buf.len() - len,
+            )
+        };
         if n < 0 && errno() == libc::EINTR {
             continue;
         }
@@ -233,7 +247,12 @@ pub fn futex_wait(word: &core::sync::atomic::AtomicU32, expected: u32) {
 pub fn futex_wake_one(word: &core::sync::atomic::AtomicU32) {
     // SAFETY: as in `futex_wait`.
     unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            1,
+        );
     }
 }
 

@@ -7,7 +7,7 @@
 //! from `HUGE_FIRST` on, huge classes (runs of whole 2 MiB chunks). Everything is `const fn`,
 //! and the tables are computed at compile time.
 
-use crate::bits::{lg_floor, align_up};
+use crate::bits::{align_up, lg_floor};
 use crate::os::PAGE;
 
 /// Chunk size: 2 MiB, the x86-64 PMD huge page.
@@ -109,7 +109,9 @@ pub const fn compute_slab_pages(idx: usize) -> usize {
                 return p;
             }
             // Compare waste/bytes fractions without division.
-            if waste * best_den < best_waste_num.saturating_mul(bytes) || best_waste_num == usize::MAX {
+            if waste * best_den < best_waste_num.saturating_mul(bytes)
+                || best_waste_num == usize::MAX
+            {
                 best = p;
                 best_waste_num = waste;
                 best_den = bytes;
@@ -180,6 +182,10 @@ pub fn class_for(size: usize, align: usize) -> Option<usize> {
         }
         return Some(idx.max(NSMALL));
     }
+    if align > CHUNK {
+        // Only chunk runs can be aligned past a chunk.
+        return Some(class_of(size).max(HUGE_FIRST));
+    }
     // Past a page of alignment: a page run or chunk run aligned by placement.
     Some(class_of(size.max(SMALL_MAX + 1)))
 }
@@ -223,10 +229,16 @@ mod tests {
                 let cs = class_size(idx);
                 assert!(cs >= probe, "class {idx} ({cs}) too small for {probe}");
                 if idx > 0 {
-                    assert!(class_size(idx - 1) < probe, "{probe} not in the smallest class");
+                    assert!(
+                        class_size(idx - 1) < probe,
+                        "{probe} not in the smallest class"
+                    );
                 }
                 // At most 25% waste, except where the 16-byte quantum forces more (17 -> 32).
-                assert!((cs - probe) * 4 <= cs || cs - probe < 16, "waste over 25% for {probe} in {cs}");
+                assert!(
+                    (cs - probe) * 4 <= cs || cs - probe < 16,
+                    "waste over 25% for {probe} in {cs}"
+                );
                 assert_eq!(class_of(cs), idx);
             }
         }

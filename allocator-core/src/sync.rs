@@ -15,10 +15,14 @@
 #[cfg(loom)]
 pub use loom::cell::UnsafeCell;
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+pub use loom::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 #[cfg(not(loom))]
-pub use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+pub use core::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 /// `core::cell::UnsafeCell` with loom's closure-based access API, so code is written once.
 #[cfg(not(loom))]
@@ -62,20 +66,32 @@ unsafe impl<T: Send> Send for Mutex<T> {}
 impl<T> Mutex<T> {
     #[cfg(not(loom))]
     pub const fn new(value: T) -> Mutex<T> {
-        Mutex { state: AtomicU32::new(0), contended: AtomicU64::new(0), value: UnsafeCell::new(value) }
+        Mutex {
+            state: AtomicU32::new(0),
+            contended: AtomicU64::new(0),
+            value: UnsafeCell::new(value),
+        }
     }
 
     /// loom's constructors are not `const`.
     #[cfg(loom)]
     pub fn new(value: T) -> Mutex<T> {
-        Mutex { state: AtomicU32::new(0), contended: AtomicU64::new(0), value: UnsafeCell::new(value) }
+        Mutex {
+            state: AtomicU32::new(0),
+            contended: AtomicU64::new(0),
+            value: UnsafeCell::new(value),
+        }
     }
 
     /// Takes the lock, spinning briefly and then sleeping on the futex.
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
         // Acquire pairs with the Release store in `unlock`.
-        if self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        if self
+            .state
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
             self.lock_slow();
         }
         MutexGuard { mutex: self }
@@ -218,11 +234,15 @@ pub struct Once {
 impl Once {
     #[cfg(not(loom))]
     pub const fn new() -> Once {
-        Once { state: AtomicU8::new(0) }
+        Once {
+            state: AtomicU8::new(0),
+        }
     }
     #[cfg(loom)]
     pub fn new() -> Once {
-        Once { state: AtomicU8::new(0) }
+        Once {
+            state: AtomicU8::new(0),
+        }
     }
 
     /// Whether the initialiser has completed.
@@ -240,7 +260,10 @@ impl Once {
             return true;
         }
         // Acquire pairs with the Release store below.
-        match self.state.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire) {
+        match self
+            .state
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire)
+        {
             Ok(_) => {
                 f();
                 // Release pairs with the Acquire loads in `is_done` and the wait loop.

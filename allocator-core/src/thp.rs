@@ -59,6 +59,23 @@ pub enum SystemMode {
     Unknown,
 }
 
+/// Parses the contents of `/sys/kernel/mm/transparent_hugepage/enabled` (or `defrag`'s first
+/// three words): the bracketed word is the active one, e.g. `always [madvise] never`.
+pub fn parse_system_mode(text: &[u8]) -> SystemMode {
+    let Some(open) = text.iter().position(|&c| c == b'[') else {
+        return SystemMode::Unknown;
+    };
+    let Some(len) = text[open + 1..].iter().position(|&c| c == b']') else {
+        return SystemMode::Unknown;
+    };
+    match &text[open + 1..open + 1 + len] {
+        b"always" => SystemMode::Always,
+        b"madvise" => SystemMode::Madvise,
+        b"never" => SystemMode::Never,
+        _ => SystemMode::Unknown,
+    }
+}
+
 /// What to tell the kernel about a chunk run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ChunkAdvice {
@@ -70,7 +87,12 @@ pub enum ChunkAdvice {
 /// The advice for a run of chunks that backs a block of `block_bytes` (0 for chunks holding
 /// slabs and page runs of small and large blocks) under `policy`, with the system in `mode`
 /// and the huge threshold `threshold_bytes`.
-pub const fn advice_for(policy: Thp, mode: SystemMode, block_bytes: usize, threshold_bytes: usize) -> ChunkAdvice {
+pub const fn advice_for(
+    policy: Thp,
+    mode: SystemMode,
+    block_bytes: usize,
+    threshold_bytes: usize,
+) -> ChunkAdvice {
     if let SystemMode::Unknown = mode {
         return ChunkAdvice::None;
     }
@@ -107,16 +129,46 @@ mod tests {
     }
 
     #[test]
+    fn system_mode_parse() {
+        assert_eq!(
+            parse_system_mode(b"always [madvise] never\n"),
+            SystemMode::Madvise
+        );
+        assert_eq!(
+            parse_system_mode(b"[always] madvise never"),
+            SystemMode::Always
+        );
+        assert_eq!(
+            parse_system_mode(b"always madvise [never]"),
+            SystemMode::Never
+        );
+        assert_eq!(parse_system_mode(b""), SystemMode::Unknown);
+        assert_eq!(parse_system_mode(b"[bogus"), SystemMode::Unknown);
+    }
+
+    #[test]
     fn advice_table() {
         use ChunkAdvice::*;
         let m = 4 << 20;
-        assert_eq!(advice_for(Thp::Madvise, SystemMode::Madvise, 8 << 20, m), Huge);
-        assert_eq!(advice_for(Thp::Madvise, SystemMode::Madvise, 1 << 20, m), None);
+        assert_eq!(
+            advice_for(Thp::Madvise, SystemMode::Madvise, 8 << 20, m),
+            Huge
+        );
+        assert_eq!(
+            advice_for(Thp::Madvise, SystemMode::Madvise, 1 << 20, m),
+            None
+        );
         assert_eq!(advice_for(Thp::Madvise, SystemMode::Madvise, 0, m), None);
         assert_eq!(advice_for(Thp::Always, SystemMode::Madvise, 0, m), Huge);
         assert_eq!(advice_for(Thp::Never, SystemMode::Always, 0, m), NoHuge);
-        assert_eq!(advice_for(Thp::Never, SystemMode::Madvise, 8 << 20, m), NoHuge);
-        assert_eq!(advice_for(Thp::Default, SystemMode::Madvise, 8 << 20, m), None);
+        assert_eq!(
+            advice_for(Thp::Never, SystemMode::Madvise, 8 << 20, m),
+            NoHuge
+        );
+        assert_eq!(
+            advice_for(Thp::Default, SystemMode::Madvise, 8 << 20, m),
+            None
+        );
         assert_eq!(advice_for(Thp::Always, SystemMode::Unknown, 0, m), None);
         assert_eq!(advice_for(Thp::Always, SystemMode::Never, 0, m), None);
     }

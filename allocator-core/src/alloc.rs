@@ -1,0 +1,355 @@
+//! The entry points: allocate, allocate zeroed, reallocate, free, usable size. Small sizes (and
+//! cached large ones) go through the thread cache; the rest to the thread's arena.
+//!
+//! The fast paths are `malloc` and `free`: a TLS read, a class lookup (malloc) or a pagemap
+//! walk (free), one bounds check on the cache bin, and a pop or push — about 15 instructions
+//! with one branch to a `*_slow` function.
+//!
+//! These functions return null on failure and never touch `errno`; `c_api` adds C semantics.
+
+use crate::arena::{self, Owner};
+use crate::chunk::{PAGE_CLASS_SHIFT, PAGE_KIND, PAGE_LARGE, PAGE_SLAB};
+use crate::pagemap::{PAGEMAP, TAG_MASK, TAG_PAGES};
+use crate::size_class::*;
+use crate::tcache::NBINS;
+use crate::thread;
+use core::ptr::{self, null_mut};
+
+/// Sizes up to this go through the lookup table on the fast path.
+const FAST_MAX: usize = 4096;
+
+/// `malloc`: at least `size` bytes, aligned to 16 when `size >= 16` (8 below).
+#[inline(always)]
+pub fn malloc(size: usize) -> *mut u8 {
+    let tc = thread::tcache();
+    if !tc.is_null() && size <= FAST_MAX {
+        let class = class_of(size);
+        // SAFETY: the thread's own live cache; class < NSMALL <= NBINS.
+        let bin = unsafe { &mut (*tc).bins[class] };
+        if bin.count > 0 {
+            bin.count -= 1;
+            // SAFETY: items[count] is a cached pointer (count was above it).
+            return unsafe { *bin.items.add(bin.count as usize) };
+        }
+    }
+    alloc_slow(size, 1, false)
+}
+
+/// At least `size` bytes aligned to `align` (a power of two); null when impossible.
+#[inline(always)]
+pub fn alloc(size: usize, align: usize) -> *mut u8 {
+    if align <= 8 || (align <= 16 && size > 8) {
+        return malloc(size);
+    }
+    alloc_slow(size, align, false)
+}
+
+/// As `alloc`, with the memory zeroed.
+#[inline]
+pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+    alloc_slow(size, align, true)
+}
+
+/// The generic allocation path.
+#[cold]
+#[inline(never)]
+pub fn alloc_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
+    let Some(class) = class_for(size, align) else {
+        return null_mut();
+    };
+    let mut tc = thread::tcache();
+    if tc.is_null() {
+        tc = thread::tcache_slow();
+    }
+    if !tc.is_null() && class < NBINS && (align <= crate::os::PAGE || !is_small(class)) {
+        // SAFETY: the thread's own live cache.
+        let t = unsafe { &mut *tc };
+        let bin = &mut t.bins[class];
+        // Cached blocks are page aligned at most (large) or class aligned (small).
+        let cache_ok = bin.cap > 0 && (is_small(class) || align <= crate::os::PAGE);
+        if cache_ok {
+            let p = if bin.count > 0 {
+                bin.count -= 1;
+                // SAFETY: items[count] is a cached pointer.
+                unsafe { *bin.items.add(bin.count as usize) }
+            } else {
+                t.alloc_slow(class)
+            };
+            if !p.is_null() {
+                if zero {
+                    // SAFETY: p is a live block of class_size(class) >= size bytes.
+                    unsafe { ptr::write_bytes(p, 0, size) };
+                }
+                return p;
+            }
+            return null_mut();
+        }
+    }
+    alloc_arena(thread::current_arena(), class, size, align, zero)
+}
+
+/// Allocates from `arena` without the thread cache.
+pub fn alloc_arena(
+    arena: &arena::Arena,
+    class: usize,
+    size: usize,
+    align: usize,
+    zero: bool,
+) -> *mut u8 {
+    if is_small(class) {
+        let mut one = [null_mut()];
+        if arena.bin_fill(class, &mut one) == 0 {
+            return null_mut();
+        }
+        if zero {
+            // SAFETY: a live block of at least `size` bytes.
+            unsafe { ptr::write_bytes(one[0], 0, size) };
+        }
+        one[0]
+    } else if class < HUGE_FIRST {
+        arena.large_alloc(class, align, zero)
+    } else {
+        arena.huge_alloc(class, size, align, zero)
+    }
+}
+
+/// Allocates `size` bytes aligned to `align` from arena `index` (bypassing the cache when
+/// `tcache` is false). Null when impossible or the arena does not exist.
+pub fn alloc_in(
+    index: Option<usize>,
+    size: usize,
+    align: usize,
+    zero: bool,
+    tcache: bool,
+) -> *mut u8 {
+    if index.is_none() && tcache {
+        return if zero {
+            alloc_zeroed(size, align)
+        } else {
+            alloc(size, align)
+        };
+    }
+    thread::ensure_init();
+    let Some(class) = class_for(size, align) else {
+        return null_mut();
+    };
+    let arena = match index {
+        Some(i) => match thread::arena_get(i) {
+            Some(a) => a,
+            None => return null_mut(),
+        },
+        None => thread::current_arena(),
+    };
+    alloc_arena(arena, class, size, align, zero)
+}
+
+/// `free`. Null is ignored; a pointer hugealloc did not hand out aborts with its address.
+///
+/// # Safety
+/// `p` is null or a live block from this allocator, not used afterwards.
+#[inline(always)]
+pub unsafe fn free(p: *mut u8) {
+    let tc = thread::tcache();
+    let addr = p as usize;
+    if !tc.is_null() && addr & 7 == 0 {
+        let entry = PAGEMAP.get(addr);
+        if entry & TAG_MASK == TAG_PAGES {
+            let pc = (entry & !TAG_MASK) as *const crate::chunk::PageChunk;
+            // SAFETY: a TAG_PAGES entry points at its chunk's live page map.
+            let word = unsafe { (*pc).page_map[(*pc).page_of(addr)] };
+            let kind = word & PAGE_KIND;
+            if kind == PAGE_SLAB || (kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0) {
+                let class = (word >> PAGE_CLASS_SHIFT) as usize;
+                // SAFETY: the thread's own live cache; class < HUGE_FIRST == NBINS.
+                let bin = unsafe { &mut (*tc).bins[class] };
+                let n = bin.count as usize;
+                if n < bin.cap as usize {
+                    // SAFETY: n < cap, inside the bin's stack.
+                    unsafe {
+                        if n > 0 && *bin.items.add(n - 1) == p {
+                            crate::diag::fatal_ptr("double free of", p);
+                        }
+                        *bin.items.add(n) = p;
+                    }
+                    bin.count += 1;
+                    return;
+                }
+            }
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free_slow(p) }
+}
+
+/// The generic free path.
+///
+/// # Safety
+/// As `free`.
+#[cold]
+#[inline(never)]
+pub unsafe fn free_slow(p: *mut u8) {
+    if p.is_null() {
+        return;
+    }
+    let owner = arena::owner_of(p);
+    let tc = thread::tcache();
+    match owner {
+        Owner::Small { class, .. } | Owner::Large { class, .. } if !tc.is_null() => {
+            // SAFETY: the thread's own live cache.
+            let t = unsafe { &mut *tc };
+            if t.bins[class].cap > 0 {
+                t.free_slow(class, p);
+                return;
+            }
+            free_arena(owner, p);
+        }
+        _ => free_arena(owner, p),
+    }
+}
+
+fn free_arena(owner: Owner, p: *mut u8) {
+    let a = thread::arena(arena::arena_index_of(&owner) as usize);
+    match owner {
+        Owner::Small { class, .. } => a.bin_flush(class, &[p]),
+        Owner::Large { chunk, page, .. } => a.large_free(chunk, page),
+        Owner::Huge { extent } => a.huge_free(extent),
+    }
+}
+
+/// Frees `p`, which the caller says was allocated with `size` and `align`; aborts when that
+/// size belongs to another class than the block's.
+///
+/// # Safety
+/// As `free`.
+pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
+    if p.is_null() {
+        return;
+    }
+    let class = arena::class_of_ptr(p);
+    if class_for(size, align) != Some(class) {
+        crate::diag::fatal_ptr("free with a size of another class:", p);
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free(p) }
+}
+
+/// Frees `p` bypassing the thread cache.
+///
+/// # Safety
+/// As `free`.
+pub unsafe fn free_no_cache(p: *mut u8) {
+    if p.is_null() {
+        return;
+    }
+    free_arena(arena::owner_of(p), p)
+}
+
+/// The usable size of a live block.
+///
+/// # Safety
+/// `p` is a live block from this allocator.
+pub unsafe fn usable_size(p: *const u8) -> usize {
+    arena::usable_size(p as *mut u8)
+}
+
+/// The usable size `alloc(size, align)` would give, without allocating.
+pub fn good_size(size: usize, align: usize) -> Option<usize> {
+    class_for(size, align).map(class_size)
+}
+
+/// Resizes in place if the block's class or run allows; returns the new usable size (the old
+/// one if nothing changed).
+///
+/// # Safety
+/// `p` is a live block from this allocator.
+pub unsafe fn resize_in_place(p: *mut u8, size: usize, align: usize) -> usize {
+    let Some(new_class) = class_for(size, align) else {
+        return arena::usable_size(p);
+    };
+    let owner = arena::owner_of(p);
+    let a = thread::arena(arena::arena_index_of(&owner) as usize);
+    match owner {
+        Owner::Small { class, .. } => class_size(class),
+        Owner::Large { chunk, page, class } => {
+            if new_class == class
+                || (new_class >= NSMALL
+                    && new_class < HUGE_FIRST
+                    && (p as usize) % align.max(1) == 0
+                    && a.large_resize(chunk, page, new_class))
+            {
+                class_size(new_class)
+            } else {
+                class_size(class)
+            }
+        }
+        Owner::Huge { extent } => {
+            // SAFETY: owner_of checked the extent is live.
+            let class = unsafe { (*extent).class as usize };
+            if new_class >= HUGE_FIRST
+                && (p as usize) % align.max(1) == 0
+                && a.huge_resize(extent, new_class, size)
+            {
+                class_size(new_class)
+            } else {
+                class_size(class)
+            }
+        }
+    }
+}
+
+/// `realloc`: resizes `p` to `size` bytes aligned to `align`, in place when the class or run
+/// allows, else by moving. Returns null (with `p` untouched) when memory is short.
+///
+/// # Safety
+/// `p` is null or a live block from this allocator; on success it must not be used again
+/// unless the same pointer is returned.
+pub unsafe fn realloc(p: *mut u8, size: usize, align: usize) -> *mut u8 {
+    if p.is_null() {
+        return alloc(size, align);
+    }
+    let Some(new_class) = class_for(size, align) else {
+        return null_mut();
+    };
+    let owner = arena::owner_of(p);
+    let (old_class, old_usable) = match owner {
+        Owner::Small { class, .. } | Owner::Large { class, .. } => (class, class_size(class)),
+        // SAFETY: owner_of checked the extent is live.
+        Owner::Huge { extent } => unsafe {
+            (
+                (*extent).class as usize,
+                class_size((*extent).class as usize),
+            )
+        },
+    };
+    if new_class == old_class && (p as usize) % align == 0 {
+        if let Owner::Huge { extent } = owner {
+            // SAFETY: live extent; record the new requested size for advice and stats.
+            unsafe { (*extent).size = size };
+        }
+        return p;
+    }
+    let aligned = (p as usize) % align == 0;
+    if aligned
+        && !is_small(old_class)
+        && !is_small(new_class)
+        && (new_class < HUGE_FIRST) == (old_class < HUGE_FIRST)
+    {
+        // SAFETY: p is live.
+        if unsafe { resize_in_place(p, size, align) } == class_size(new_class) {
+            return p;
+        }
+    }
+    let q = alloc(size, align);
+    if q.is_null() {
+        return q;
+    }
+    // SAFETY: both blocks are live and distinct; we copy what both can hold.
+    unsafe {
+        ptr::copy_nonoverlapping(p, q, old_usable.min(size));
+        free(p);
+    }
+    q
+}
+
+#[cfg(test)]
+mod tests;

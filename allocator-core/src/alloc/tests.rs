@@ -1,0 +1,165 @@
+use super::*;
+use std::vec::Vec;
+
+fn fill(p: *mut u8, len: usize, seed: u8) {
+    // SAFETY: p is a live block of at least len bytes.
+    unsafe { core::slice::from_raw_parts_mut(p, len) }
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = seed.wrapping_add(i as u8));
+}
+
+fn check(p: *const u8, len: usize, seed: u8) {
+    // SAFETY: p is a live block of at least len bytes.
+    let s = unsafe { core::slice::from_raw_parts(p, len) };
+    for (i, &b) in s.iter().enumerate() {
+        assert_eq!(b, seed.wrapping_add(i as u8), "byte {i} of {len}");
+    }
+}
+
+#[test]
+fn every_size_round_trips() {
+    let sizes = [
+        0usize,
+        1,
+        8,
+        9,
+        16,
+        17,
+        100,
+        1024,
+        4096,
+        5000,
+        14336,
+        14337,
+        16384,
+        40000,
+        300_000,
+        1 << 20,
+        1792 << 10,
+        (1792 << 10) + 1,
+        2 << 20,
+        5 << 20,
+        33 << 20,
+    ];
+    let mut live = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        let p = malloc(size);
+        assert!(!p.is_null());
+        let want_align = if size >= 16 { 16 } else { 8 };
+        assert_eq!(p as usize % want_align, 0, "size {size}");
+        // SAFETY: p is live.
+        assert!(unsafe { usable_size(p) } >= size);
+        fill(p, size, i as u8);
+        live.push((p, size, i as u8));
+    }
+    for &(p, size, seed) in &live {
+        check(p, size, seed);
+    }
+    for (p, _, _) in live {
+        // SAFETY: p is live and dropped here.
+        unsafe { free(p) };
+    }
+}
+
+#[test]
+fn alignments_up_to_a_gibibyte_of_address() {
+    for lg in 0..=27 {
+        let align = 1usize << lg;
+        for size in [1usize, 24, 3000, 20000, 3 << 20] {
+            let p = alloc(size, align);
+            assert!(!p.is_null(), "size {size} align {align}");
+            assert_eq!(p as usize % align, 0, "size {size} align {align}");
+            fill(p, size, 7);
+            check(p, size, 7);
+            // SAFETY: p is live.
+            unsafe { free(p) };
+        }
+    }
+    let p = alloc(100, 1 << 30);
+    assert!(!p.is_null());
+    assert_eq!(p as usize % (1 << 30), 0);
+    // SAFETY: p is live.
+    unsafe { free(p) };
+}
+
+#[test]
+fn zeroed_is_zero_after_reuse() {
+    for size in [10usize, 3000, 20000, 500_000, 3 << 20] {
+        for _ in 0..3 {
+            let p = malloc(size);
+            fill(p, size, 0xff);
+            // SAFETY: p is live.
+            unsafe { free(p) };
+            let q = alloc_zeroed(size, 8);
+            // SAFETY: q is a live block of size bytes.
+            assert!(
+                unsafe { core::slice::from_raw_parts(q, size) }
+                    .iter()
+                    .all(|&b| b == 0),
+                "size {size}"
+            );
+            // SAFETY: q is live.
+            unsafe { free(q) };
+        }
+    }
+}
+
+#[test]
+fn realloc_keeps_contents_and_grows_in_place_when_it_can() {
+    let mut p = malloc(10);
+    fill(p, 10, 3);
+    let mut len = 10;
+    while len < (40 << 20) {
+        let next = len * 3 / 2 + 7;
+        // SAFETY: p is live.
+        let q = unsafe { realloc(p, next, 1) };
+        assert!(!q.is_null());
+        check(q, len, 3);
+        fill(q, next, 3);
+        p = q;
+        len = next;
+    }
+    // Shrinking a huge block stays in place.
+    // SAFETY: p is live.
+    let q = unsafe { realloc(p, 3 << 20, 1) };
+    assert_eq!(q, p);
+    check(q, 3 << 20, 3);
+    // SAFETY: q is live.
+    unsafe { free(q) };
+    // A large run followed by free pages grows in place.
+    let a = malloc(20000);
+    // SAFETY: a is live.
+    let b = unsafe { realloc(a, 24000, 1) };
+    assert!(!b.is_null());
+    // SAFETY: b is live.
+    unsafe { free(b) };
+}
+
+#[test]
+fn overflowing_sizes_fail() {
+    assert!(malloc(usize::MAX).is_null());
+    assert!(alloc(usize::MAX - 4096, 4096).is_null());
+    assert!(alloc((1 << 62) + 1, 16).is_null());
+    assert!(alloc_zeroed(usize::MAX / 2, 8).is_null());
+}
+
+#[test]
+fn stats_move_with_allocations() {
+    let before = crate::stats::stats();
+    let p = malloc(64 << 20);
+    // SAFETY: p is a live 64 MiB block.
+    unsafe { core::ptr::write_bytes(p, 1, 64 << 20) };
+    let during = crate::stats::stats();
+    assert!(
+        during.allocated >= before.allocated + (60 << 20),
+        "{before:?} {during:?}"
+    );
+    assert!(during.active >= 64 << 20);
+    assert!(during.mapped >= during.active);
+    assert!(during.resident >= 64 << 20);
+    // SAFETY: p is live.
+    unsafe { free(p) };
+    let after = crate::stats::stats();
+    assert!(after.allocated + (60 << 20) <= during.allocated);
+}

@@ -1,0 +1,259 @@
+//! Chunks: 2 MiB, 2 MiB-aligned pieces of address space, carved from larger reservations.
+//!
+//! An `Extent` describes a run of whole chunks owned by one arena: free (dirty or clean), a
+//! huge block, or one chunk of pages (`PageChunk`). Every chunk of an extent has its pagemap
+//! entry pointing at the extent (or, for a page chunk, at its `PageChunk`), so a pointer's
+//! owner is always recoverable and a stale entry never outlives its descriptor.
+//!
+//! A `PageChunk` is a chunk cut into 512 pages: a free-page bitmap, a dirty-page bitmap (pages
+//! touched since they were last known zero), and one `page_map` word per page saying which
+//! slab or large run holds it.
+//!
+//! The global `ChunkSource` (lock rank 4) hands fresh chunks to arenas; only arenas in need of
+//! new chunks touch it.
+
+use crate::bitmap::Bitmap;
+use crate::os;
+use crate::size_class::{CHUNK, CHUNK_PAGES, LG_CHUNK};
+use crate::sync::{AtomicU64, Mutex, Ordering};
+
+pub const STATE_FREE: u8 = 0;
+pub const STATE_HUGE: u8 = 1;
+pub const STATE_PAGES: u8 = 2;
+
+/// Effective huge-page state of an extent's chunks: what the kernel was told last.
+pub const ADVICE_NONE: u8 = 0;
+pub const ADVICE_HUGE: u8 = 1;
+pub const ADVICE_NOHUGE: u8 = 2;
+pub const ADVICE_MIXED: u8 = 3;
+
+#[repr(C)]
+pub struct Extent {
+    pub addr: usize,
+    pub nchunks: usize,
+    pub state: u8,
+    /// Free extents: whether the pages were touched since last known zero.
+    pub dirty: bool,
+    pub advice: u8,
+    /// Huge blocks: the size class.
+    pub class: u8,
+    pub arena: u32,
+    /// Free dirty extents: when they became dirty (decay), in ms.
+    pub dirty_since_ms: u64,
+    /// Huge blocks: the requested size (stats, realloc).
+    pub size: usize,
+    /// List links: size bucket list for free extents.
+    pub next: *mut Extent,
+    pub prev: *mut Extent,
+    /// Page chunks: the page map.
+    pub pages: *mut PageChunk,
+}
+
+/// Page-map words (`PageChunk::page_map`): `0` free; a slab page is `slab_ptr | PAGE_SLAB`; a
+/// large run's first page `npages << 3 | PAGE_LARGE`, its other pages
+/// `offset << 3 | PAGE_INTERIOR`. Slab and large head words carry the size class in bits 56..64.
+pub const PAGE_SLAB: u64 = 1;
+pub const PAGE_LARGE: u64 = 2;
+pub const PAGE_INTERIOR: u64 = 3;
+pub const PAGE_KIND: u64 = 7;
+pub const PAGE_CLASS_SHIFT: u32 = 56;
+pub const PAGE_PAYLOAD: u64 = (1 << PAGE_CLASS_SHIFT) - 1;
+
+#[repr(C)]
+pub struct PageChunk {
+    pub addr: usize,
+    pub extent: *mut Extent,
+    pub arena: u32,
+    pub nfree: u32,
+    /// The longest run of free pages (the arena files chunks by it).
+    pub longest: u32,
+    /// Free pages that are dirty (touched): resident memory not in use.
+    pub ndirty_free: u32,
+    /// Bucket list links (arena's chunks by longest free run).
+    pub next: *mut PageChunk,
+    pub prev: *mut PageChunk,
+    pub free: Bitmap<8>,
+    pub dirty: Bitmap<8>,
+    pub page_map: [u64; CHUNK_PAGES],
+}
+
+const _: () = assert!(Bitmap::<8>::BITS == CHUNK_PAGES);
+
+impl PageChunk {
+    /// The page index of `addr` inside this chunk.
+    #[inline(always)]
+    pub fn page_of(&self, addr: usize) -> usize {
+        (addr - self.addr) >> os::LG_PAGE
+    }
+
+    /// Marks pages `start..start+n` used and touched; returns whether any was already dirty
+    /// (so zeroing must write).
+    pub fn take_pages(&mut self, start: usize, n: usize) -> bool {
+        debug_assert!(self.free.all_set(start, n));
+        self.free.clear_range(start, n);
+        let mut was_dirty = 0;
+        for i in start..start + n {
+            if self.dirty.get(i) {
+                was_dirty += 1;
+            }
+        }
+        self.dirty.set_range(start, n);
+        self.nfree -= n as u32;
+        self.ndirty_free -= was_dirty;
+        self.longest = self.free.longest_run() as u32;
+        was_dirty != 0
+    }
+
+    /// Marks pages `start..start+n` free (and dirty) and clears their page-map words.
+    pub fn give_pages(&mut self, start: usize, n: usize) {
+        debug_assert!(!self.free.get(start));
+        self.free.set_range(start, n);
+        for w in &mut self.page_map[start..start + n] {
+            *w = 0;
+        }
+        self.nfree += n as u32;
+        self.ndirty_free += n as u32;
+        self.longest = self.free.longest_run() as u32;
+    }
+
+    /// Invariant scan (debug and test builds).
+    pub fn check(&self) {
+        if cfg!(debug_assertions) {
+            assert_eq!(self.free.count(), self.nfree as usize);
+            assert_eq!(self.free.longest_run(), self.longest as usize);
+            for i in 0..CHUNK_PAGES {
+                if self.free.get(i) {
+                    assert_eq!(self.page_map[i], 0, "free page {i} has a page-map word");
+                }
+            }
+        }
+    }
+}
+
+/// A reservation being carved into chunks.
+struct SourceInner {
+    next: usize,
+    end: usize,
+    /// The size of the next reservation (grows to `MAX_RESERVE`).
+    reserve: usize,
+}
+
+pub struct ChunkSource {
+    inner: Mutex<SourceInner>,
+    /// Bytes of address space reserved from the OS.
+    pub reserved_bytes: AtomicU64,
+}
+
+const MIN_RESERVE: usize = 16 * CHUNK;
+const MAX_RESERVE: usize = 512 * CHUNK;
+
+impl ChunkSource {
+    #[cfg(not(loom))]
+    pub const fn new() -> ChunkSource {
+        ChunkSource {
+            inner: Mutex::new(SourceInner {
+                next: 0,
+                end: 0,
+                reserve: MIN_RESERVE,
+            }),
+            reserved_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes `n` fresh (zero, never touched) chunks aligned to `align_chunks` chunks. When the
+    /// current reservation is too small, its leftover is returned as `(addr, nchunks)` in
+    /// `leftover` for the caller to keep as free clean chunks. Null on out of memory.
+    pub fn take(&self, n: usize, align_chunks: usize, leftover: &mut (usize, usize)) -> *mut u8 {
+        let align = align_chunks << LG_CHUNK;
+        let Some(len) = n.checked_mul(CHUNK) else {
+            return core::ptr::null_mut();
+        };
+        let mut g = self.inner.lock();
+        let start = (g.next + align - 1) & !(align - 1);
+        if g.next != 0 && start >= g.next && start.checked_add(len).is_some_and(|e| e <= g.end) {
+            if start != g.next {
+                *leftover = (g.next, (start - g.next) >> LG_CHUNK);
+            }
+            g.next = start + len;
+            return start as *mut u8;
+        }
+        // A new reservation: big enough for the request, growing geometrically.
+        let want = g.reserve.max(len);
+        let mut p = os::map_aligned(want, align.max(CHUNK));
+        let mut got = want;
+        if p.is_null() && want > len {
+            p = os::map_aligned(len, align.max(CHUNK));
+            got = len;
+        }
+        if p.is_null() {
+            return p;
+        }
+        // Relaxed: a statistic.
+        self.reserved_bytes.fetch_add(got as u64, Ordering::Relaxed);
+        if g.reserve < MAX_RESERVE && got == want {
+            g.reserve *= 2;
+        }
+        if got > len {
+            if g.end > g.next {
+                *leftover = (g.next, (g.end - g.next) >> LG_CHUNK);
+            }
+            g.next = p as usize + len;
+            g.end = p as usize + got;
+        }
+        p
+    }
+
+    pub fn lock_for_fork(&self) {
+        self.inner.force_lock();
+    }
+
+    /// # Safety
+    /// After `lock_for_fork`, in the parent.
+    pub unsafe fn unlock_after_fork(&self) {
+        // SAFETY: per the caller's contract.
+        unsafe { self.inner.force_unlock() }
+    }
+
+    /// # Safety
+    /// Only in a fork child.
+    pub unsafe fn reset_in_child(&self) {
+        // SAFETY: per the caller's contract.
+        unsafe { self.inner.reset_in_child() }
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for ChunkSource {
+    fn default() -> ChunkSource {
+        ChunkSource::new()
+    }
+}
+
+#[cfg(not(loom))]
+pub static SOURCE: ChunkSource = ChunkSource::new();
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_are_aligned_and_fresh() {
+        static S: ChunkSource = ChunkSource::new();
+        let mut left = (0, 0);
+        let a = S.take(1, 1, &mut left);
+        let b = S.take(3, 1, &mut left);
+        let c = S.take(2, 4, &mut left);
+        for p in [a, b, c] {
+            assert!(!p.is_null());
+            assert_eq!(p as usize % CHUNK, 0);
+        }
+        assert_eq!(c as usize % (4 * CHUNK), 0);
+        assert_ne!(a, b);
+        // SAFETY: b is 3 fresh chunks.
+        let s = unsafe { core::slice::from_raw_parts(b, 3 * CHUNK) };
+        assert!(s.iter().all(|&x| x == 0));
+        let huge = S.take(600, 1, &mut left);
+        assert!(!huge.is_null());
+        assert_eq!(huge as usize % CHUNK, 0);
+    }
+}

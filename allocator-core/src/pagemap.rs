@@ -1,0 +1,163 @@
+//! Address → chunk metadata. A two-level radix table indexed by `addr >> 21` (the chunk
+//! number): a static root of `2^ROOT_BITS` leaf pointers and lazily mapped leaves of
+//! `2^LEAF_BITS` entries. Reads are lock-free (one Acquire load of the leaf pointer, one load of
+//! the entry); leaves are installed with a compare-and-swap and never freed.
+//!
+//! An entry is a tagged word: 0 for a chunk hugealloc does not own, `ptr | TAG_PAGES` for a
+//! chunk holding slabs and page runs (`ptr` is its `chunk::PageChunk`), `ptr | TAG_EXTENT` for a
+//! chunk in a huge block or free extent (`ptr` is its `chunk::Extent`).
+
+use crate::os;
+use crate::size_class::LG_CHUNK;
+use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
+
+/// Bits of user address space (x86-64 and aarch64 with 4-level tables: 47/48).
+const ADDR_BITS: u32 = 48;
+const KEY_BITS: u32 = ADDR_BITS - LG_CHUNK;
+const LEAF_BITS: u32 = 14;
+const ROOT_BITS: u32 = KEY_BITS - LEAF_BITS;
+const LEAF_LEN: usize = 1 << LEAF_BITS;
+const ROOT_LEN: usize = 1 << ROOT_BITS;
+
+pub const TAG_PAGES: usize = 1;
+pub const TAG_EXTENT: usize = 2;
+pub const TAG_MASK: usize = 7;
+
+struct Leaf {
+    entries: [AtomicUsize; LEAF_LEN],
+}
+
+pub struct Pagemap {
+    root: [AtomicPtr<Leaf>; ROOT_LEN],
+}
+
+impl Pagemap {
+    #[cfg(not(loom))]
+    pub const fn new() -> Pagemap {
+        #[allow(clippy::declare_interior_mutable_const)]
+        const NULL: AtomicPtr<Leaf> = AtomicPtr::new(core::ptr::null_mut());
+        Pagemap {
+            root: [NULL; ROOT_LEN],
+        }
+    }
+
+    #[inline(always)]
+    fn split(addr: usize) -> Option<(usize, usize)> {
+        let key = addr >> LG_CHUNK;
+        if key >> KEY_BITS != 0 {
+            return None;
+        }
+        Some((key >> LEAF_BITS, key & (LEAF_LEN - 1)))
+    }
+
+    /// The entry for the chunk holding `addr` (0 when unknown).
+    #[inline(always)]
+    pub fn get(&self, addr: usize) -> usize {
+        let Some((r, l)) = Self::split(addr) else {
+            return 0;
+        };
+        // Acquire pairs with the Release CAS in `leaf_for` so the zeroed leaf is visible.
+        let leaf = self.root[r].load(Ordering::Acquire);
+        if leaf.is_null() {
+            return 0;
+        }
+        // SAFETY: leaves are never freed once installed; `l` is below LEAF_LEN.
+        // Acquire pairs with the Release store in `set`, publishing the metadata it points to.
+        unsafe { (*leaf).entries[l].load(Ordering::Acquire) }
+    }
+
+    /// Sets the entry for every chunk of `[addr, addr + nchunks * CHUNK)`. Returns false when a
+    /// leaf could not be mapped (out of memory); entries already written stay written.
+    pub fn set(&self, addr: usize, nchunks: usize, value: usize) -> bool {
+        for i in 0..nchunks {
+            let a = addr + (i << LG_CHUNK);
+            let Some((r, l)) = Self::split(a) else {
+                return false;
+            };
+            let leaf = self.leaf_for(r);
+            if leaf.is_null() {
+                return false;
+            }
+            // SAFETY: as in `get`. Release pairs with the Acquire load in `get`.
+            unsafe { (*leaf).entries[l].store(value, Ordering::Release) };
+        }
+        true
+    }
+
+    /// Makes sure leaves exist for the range, so a later `set` cannot fail.
+    pub fn prepare(&self, addr: usize, nchunks: usize) -> bool {
+        let mut i = 0;
+        while i < nchunks {
+            let Some((r, _)) = Self::split(addr + (i << LG_CHUNK)) else {
+                return false;
+            };
+            if self.leaf_for(r).is_null() {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+
+    fn leaf_for(&self, r: usize) -> *mut Leaf {
+        // Acquire pairs with the Release CAS below.
+        let leaf = self.root[r].load(Ordering::Acquire);
+        if !leaf.is_null() {
+            return leaf;
+        }
+        let fresh = os::map(core::mem::size_of::<Leaf>()) as *mut Leaf;
+        if fresh.is_null() {
+            return fresh;
+        }
+        // Release publishes the (zeroed) leaf; Acquire on failure sees the winner's leaf.
+        match self.root[r].compare_exchange(
+            core::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => fresh,
+            Err(winner) => {
+                os::unmap(fresh as *mut u8, core::mem::size_of::<Leaf>());
+                winner
+            }
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for Pagemap {
+    fn default() -> Pagemap {
+        Pagemap::new()
+    }
+}
+
+/// The process-wide pagemap.
+#[cfg(not(loom))]
+pub static PAGEMAP: Pagemap = Pagemap::new();
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::size_class::CHUNK;
+
+    #[test]
+    fn set_get_unknown() {
+        static PM: Pagemap = Pagemap::new();
+        let base = 0x7f00_0000_0000usize;
+        assert_eq!(PM.get(base), 0);
+        assert!(PM.set(base, 3, 0x1000 | TAG_EXTENT));
+        assert_eq!(PM.get(base), 0x1000 | TAG_EXTENT);
+        assert_eq!(PM.get(base + CHUNK - 1), 0x1000 | TAG_EXTENT);
+        assert_eq!(PM.get(base + 2 * CHUNK + 5), 0x1000 | TAG_EXTENT);
+        assert_eq!(PM.get(base + 3 * CHUNK), 0);
+        assert_eq!(PM.get(base - 1), 0);
+        // Addresses past the table's range are never known.
+        assert_eq!(PM.get(usize::MAX), 0);
+        assert!(!PM.set(1usize << 60, 1, 8));
+        // A leaf boundary.
+        let edge = (1usize << (LG_CHUNK + LEAF_BITS)) * 3 - CHUNK;
+        assert!(PM.set(edge, 2, 0x2000 | TAG_PAGES));
+        assert_eq!(PM.get(edge + CHUNK), 0x2000 | TAG_PAGES);
+    }
+}

@@ -1,0 +1,124 @@
+//! Slabs: a run of pages holding objects of one small class. Free objects are tracked in a
+//! bitmap kept in the slab descriptor (out of band: a set bit is a free object), so no free
+//! list lives in user memory. A slab is owned by one arena bin and touched only under that
+//! bin's lock.
+
+use crate::bitmap::Bitmap;
+use crate::size_class::{class_size, SLAB_MAX_OBJS, SLAB_OBJS};
+
+#[repr(C)]
+pub struct Slab {
+    pub addr: usize,
+    pub class: u32,
+    pub arena: u32,
+    pub nfree: u32,
+    pub nobjs: u32,
+    /// Bin list links (non-full slabs).
+    pub next: *mut Slab,
+    pub prev: *mut Slab,
+    /// Whether it is on its bin's non-full list.
+    pub listed: bool,
+    pub free: Bitmap<{ SLAB_MAX_OBJS / 64 }>,
+}
+
+impl Slab {
+    /// Initialises a slab of `class` at `addr` with every object free.
+    pub fn init(&mut self, addr: usize, class: usize, arena: u32) {
+        let nobjs = SLAB_OBJS[class] as usize;
+        self.addr = addr;
+        self.class = class as u32;
+        self.arena = arena;
+        self.nobjs = nobjs as u32;
+        self.nfree = nobjs as u32;
+        self.next = core::ptr::null_mut();
+        self.prev = core::ptr::null_mut();
+        self.listed = false;
+        self.free = Bitmap::new();
+        self.free.set_range(0, nobjs);
+    }
+
+    /// Takes up to `out.len()` free objects into `out`; returns how many.
+    #[inline]
+    pub fn take(&mut self, out: &mut [*mut u8]) -> usize {
+        let size = class_size(self.class as usize);
+        let mut n = 0;
+        let mut from = 0;
+        while n < out.len() {
+            let Some(i) = self.free.next_set(from) else {
+                break;
+            };
+            self.free.clear(i);
+            out[n] = (self.addr + i * size) as *mut u8;
+            n += 1;
+            from = i + 1;
+        }
+        self.nfree -= n as u32;
+        n
+    }
+
+    /// The object index of `p`, or `None` if `p` is not the start of an object.
+    #[inline]
+    pub fn index_of(&self, p: usize) -> Option<usize> {
+        let off = p.wrapping_sub(self.addr);
+        let size = class_size(self.class as usize);
+        let i = off / size;
+        if off % size != 0 || i >= self.nobjs as usize {
+            return None;
+        }
+        Some(i)
+    }
+
+    /// Returns object `i` to the slab. Returns false if it was already free (a double free).
+    #[inline]
+    pub fn give(&mut self, i: usize) -> bool {
+        if self.free.get(i) {
+            return false;
+        }
+        self.free.set(i);
+        self.nfree += 1;
+        true
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.nfree == 0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nfree == self.nobjs
+    }
+
+    /// Invariant scan (debug and test builds).
+    pub fn check(&self) {
+        if cfg!(debug_assertions) {
+            assert_eq!(self.free.count(), self.nfree as usize);
+            assert!(self.nfree <= self.nobjs);
+            assert!(self.free.next_set(self.nobjs as usize).is_none());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn take_give_double_free() {
+        // SAFETY: Slab is plain data; all-zero is a valid (empty) value before init.
+        let mut s: Slab = unsafe { core::mem::zeroed() };
+        let class = crate::size_class::class_of(48);
+        s.init(0x10000, class, 0);
+        s.check();
+        let mut out = [core::ptr::null_mut(); 4];
+        assert_eq!(s.take(&mut out), 4);
+        assert_eq!(out[1] as usize, 0x10000 + 48);
+        assert_eq!(s.index_of(0x10000 + 48), Some(1));
+        assert_eq!(s.index_of(0x10000 + 47), None);
+        assert!(s.give(1));
+        assert!(!s.give(1));
+        s.check();
+        let mut all = [core::ptr::null_mut(); 512];
+        let n = s.take(&mut all);
+        assert_eq!(n + 3, s.nobjs as usize);
+        assert!(s.is_full());
+    }
+}

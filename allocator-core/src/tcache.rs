@@ -1,0 +1,269 @@
+//! Thread caches. Per thread, per small class (and large classes up to `tcache_max`) a bounded
+//! stack of cached pointers: allocation pops, free pushes, with no lock and no atomic
+//! read-modify-write. An empty bin refills half its capacity from the arena bin in one locked
+//! batch; a full bin flushes its older half back, grouped so each arena bin lock is taken once
+//! per group. Slow-path events drive an incremental GC that flushes half of any bin the
+//! program has not needed the arena for since the last pass.
+//!
+//! The stacks live in one metadata block after the `Tcache` header (`items`), never in user
+//! memory.
+
+use crate::arena::{self, Arena, Owner};
+use crate::base::BASE;
+use crate::size_class::*;
+use core::ptr::null_mut;
+
+/// Classes a thread cache may hold: every small and large class.
+pub const NBINS: usize = HUGE_FIRST;
+/// The largest per-bin capacity.
+pub const CAP_MAX: usize = 128;
+/// Slow-path events between two GC steps (each step visits one bin).
+const GC_EVERY: u32 = 64;
+
+#[repr(C)]
+pub struct TBin {
+    /// `items[0..count]` are cached pointers; the top is `items[count - 1]`.
+    pub items: *mut *mut u8,
+    pub count: u32,
+    pub cap: u32,
+    /// Set when the bin went to the arena since the last GC visit.
+    pub busy: bool,
+}
+
+#[repr(C)]
+pub struct Tcache {
+    pub bins: [TBin; NBINS],
+    /// The arena this thread allocates from.
+    pub arena: *const Arena,
+    /// Bytes of the whole metadata block (header and stacks).
+    block_bytes: usize,
+    gc_ticks: u32,
+    gc_next: u32,
+}
+
+/// Capacity of class `class`'s bin when `tcache_max` is the largest cached size.
+pub const fn bin_cap(class: usize, tcache_max: usize) -> usize {
+    if class_size(class) > tcache_max || class >= NBINS {
+        return 0;
+    }
+    if is_small(class) {
+        let twice = SLAB_OBJS_CONST[class] as usize * 2;
+        if twice < 16 {
+            16
+        } else if twice > CAP_MAX {
+            CAP_MAX
+        } else {
+            twice
+        }
+    } else if class_size(class) <= 64 << 10 {
+        16
+    } else {
+        4
+    }
+}
+
+/// `SLAB_OBJS` as a const table (statics cannot be read in `const fn`).
+const SLAB_OBJS_CONST: [u16; NSMALL] = {
+    let mut t = [0u16; NSMALL];
+    let mut i = 0;
+    while i < NSMALL {
+        t[i] = (compute_slab_pages(i) * crate::os::PAGE / class_size(i)) as u16;
+        i += 1;
+    }
+    t
+};
+
+impl Tcache {
+    /// Creates a thread cache in metadata memory; null when out of memory.
+    pub fn create(arena: *const Arena, tcache_max: usize) -> *mut Tcache {
+        let header = core::mem::size_of::<Tcache>();
+        let mut slots = 0;
+        for c in 0..NBINS {
+            slots += bin_cap(c, tcache_max);
+        }
+        let bytes = header + slots * core::mem::size_of::<*mut u8>();
+        let tc = BASE.alloc(bytes) as *mut Tcache;
+        if tc.is_null() {
+            return tc;
+        }
+        // SAFETY: tc is fresh zeroed metadata of `bytes` bytes; the stacks follow the header.
+        unsafe {
+            let t = &mut *tc;
+            t.arena = arena;
+            t.block_bytes = bytes;
+            let mut items = (tc as *mut u8).add(header) as *mut *mut u8;
+            for c in 0..NBINS {
+                let cap = bin_cap(c, tcache_max);
+                t.bins[c] = TBin {
+                    items,
+                    count: 0,
+                    cap: cap as u32,
+                    busy: false,
+                };
+                items = items.add(cap);
+            }
+        }
+        tc
+    }
+
+    /// Flushes everything and returns the block to the base.
+    ///
+    /// # Safety
+    /// `tc` came from `create` and is not used afterwards.
+    pub unsafe fn destroy(tc: *mut Tcache) {
+        // SAFETY: per the contract tc is a live tcache owned by the caller.
+        unsafe {
+            let t = &mut *tc;
+            for c in 0..NBINS {
+                t.flush_bin(c, t.bins[c].count as usize);
+            }
+            BASE.free(tc as *mut u8, t.block_bytes);
+        }
+    }
+
+    /// Refills the empty bin of `class` and pops one; null when out of memory.
+    #[cold]
+    #[inline(never)]
+    pub fn alloc_slow(&mut self, class: usize) -> *mut u8 {
+        self.gc_tick();
+        let bin = &mut self.bins[class];
+        bin.busy = true;
+        let cap = bin.cap as usize;
+        // SAFETY: the arena outlives every thread bound to it (arenas are never destroyed).
+        let arena = unsafe { &*self.arena };
+        if is_small(class) {
+            let want = (cap / 2).max(1);
+            // SAFETY: items has room for cap >= want pointers and the bin is empty.
+            let out = unsafe { core::slice::from_raw_parts_mut(bin.items, want) };
+            let n = arena.bin_fill(class, out);
+            if n == 0 {
+                return null_mut();
+            }
+            bin.count = n as u32 - 1;
+            // SAFETY: index n - 1 was just filled.
+            return unsafe { *bin.items.add(n - 1) };
+        }
+        // Large classes are cached only on free; allocation goes to the arena.
+        arena.large_alloc(class, 1, false)
+    }
+
+    /// Caches `p` (class `class`) in its full bin after flushing the older half.
+    #[cold]
+    #[inline(never)]
+    pub fn free_slow(&mut self, class: usize, p: *mut u8) {
+        self.gc_tick();
+        let bin = &mut self.bins[class];
+        bin.busy = true;
+        let half = (bin.cap as usize).div_ceil(2);
+        self.flush_bin(class, half);
+        let bin = &mut self.bins[class];
+        // SAFETY: flushing left room for at least one more pointer.
+        unsafe { *bin.items.add(bin.count as usize) = p };
+        bin.count += 1;
+    }
+
+    /// Returns the oldest `n` pointers of bin `class` to their arenas.
+    pub fn flush_bin(&mut self, class: usize, n: usize) {
+        let bin = &mut self.bins[class];
+        let n = n.min(bin.count as usize);
+        if n == 0 {
+            return;
+        }
+        // SAFETY: items[0..count] are initialised cached pointers.
+        let items = unsafe { core::slice::from_raw_parts_mut(bin.items, bin.count as usize) };
+        flush_items(class, &mut items[..n]);
+        items.copy_within(n.., 0);
+        bin.count -= n as u32;
+    }
+
+    /// Flushes every bin's contents (`thread.tcache.flush`).
+    pub fn flush_all(&mut self) {
+        for c in 0..NBINS {
+            self.flush_bin(c, self.bins[c].count as usize);
+        }
+    }
+
+    /// One GC step every `GC_EVERY` slow-path events: visit the next bin that holds
+    /// something; if it did not go to the arena since the last visit, give back half.
+    fn gc_tick(&mut self) {
+        self.gc_ticks += 1;
+        if self.gc_ticks < GC_EVERY {
+            return;
+        }
+        self.gc_ticks = 0;
+        for _ in 0..NBINS {
+            let c = self.gc_next as usize;
+            self.gc_next = (self.gc_next + 1) % NBINS as u32;
+            let bin = &mut self.bins[c];
+            if bin.count == 0 {
+                bin.busy = false;
+                continue;
+            }
+            if !bin.busy {
+                let half = (bin.count as usize).div_ceil(2);
+                self.flush_bin(c, half);
+            } else {
+                bin.busy = false;
+            }
+            break;
+        }
+    }
+
+    /// Invariant scan (debug and test builds).
+    pub fn check(&self) {
+        if cfg!(debug_assertions) {
+            for b in &self.bins {
+                assert!(b.count <= b.cap);
+            }
+        }
+    }
+}
+
+/// Returns `items` (all of class `class`, possibly from several arenas) to their arenas,
+/// taking each arena's bin lock once per group. Reorders `items`.
+pub fn flush_items(class: usize, items: &mut [*mut u8]) {
+    let mut rest = items;
+    while !rest.is_empty() {
+        let first = arena::owner_of(rest[0]);
+        let home = arena::arena_index_of(&first);
+        // Partition: this arena's items to the front.
+        let mut k = 0;
+        for i in 0..rest.len() {
+            let o = arena::owner_of(rest[i]);
+            if arena::arena_index_of(&o) == home {
+                rest.swap(i, k);
+                k += 1;
+            }
+        }
+        let (mine, others) = rest.split_at_mut(k);
+        let a = crate::thread::arena(home as usize);
+        if is_small(class) {
+            a.bin_flush(class, mine);
+        } else {
+            for &p in mine.iter() {
+                match arena::owner_of(p) {
+                    Owner::Large { chunk, page, .. } => a.large_free(chunk, page),
+                    _ => crate::diag::fatal_ptr("free with a size of another class:", p),
+                }
+            }
+        }
+        rest = others;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps() {
+        assert_eq!(bin_cap(class_of(16), 32 << 10), CAP_MAX);
+        assert!(bin_cap(class_of(4096), 32 << 10) >= 16);
+        assert_eq!(bin_cap(class_of(32 << 10), 32 << 10), 16);
+        assert_eq!(bin_cap(class_of(40 << 10), 32 << 10), 0);
+        assert_eq!(bin_cap(class_of(64), 0), 0);
+        for c in 0..NSMALL {
+            assert_eq!(SLAB_OBJS_CONST[c], SLAB_OBJS[c]);
+        }
+    }
+}

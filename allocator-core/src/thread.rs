@@ -1,0 +1,409 @@
+//! Process and thread state: the one-time global initialisation, the arena registry, each
+//! thread's binding and thread cache, the thread-exit hook and the fork handlers.
+//!
+//! The thread's state lives in one `thread_local!` with `const` init and no destructor (so std
+//! registers nothing and reading it is a plain TLS access). Its life: NEW → INIT (binding an
+//! arena, creating the cache, registering the exit hook; allocations made meanwhile, by libc
+//! for instance, go straight to the arena) → READY (fast path through the cache) → DEAD (after
+//! the exit hook ran; the arena serves any later allocation directly).
+//!
+//! Lock order: the registry lock (rank 1) is never held while anything else is taken except
+//! arena creation in metadata (base, rank 5).
+
+use crate::arena::Arena;
+use crate::base::BASE;
+use crate::chunk::SOURCE;
+use crate::config::Options;
+use crate::sync::{AtomicPtr, AtomicU8, AtomicUsize, Mutex, Ordering};
+use crate::tcache::Tcache;
+use crate::thp::{SystemMode, Thp};
+use core::cell::Cell;
+use core::ptr::null_mut;
+
+/// Most arenas a process may have.
+pub const MAX_ARENAS: usize = 256;
+
+const NEW: u8 = 0;
+const INIT: u8 = 1;
+const READY: u8 = 2;
+const DEAD: u8 = 3;
+const UNBOUND: u32 = u32::MAX;
+
+pub struct ThreadState {
+    pub tcache: Cell<*mut Tcache>,
+    state: Cell<u8>,
+    arena: Cell<u32>,
+    /// Set on the thread running the global init, so its own nested allocations proceed.
+    in_global_init: Cell<bool>,
+    /// Bytes this thread allocated and freed through the arena paths (jemalloc's
+    /// `thread.allocated` counts the same way: cache refills and flushes).
+    pub allocated: Cell<u64>,
+    pub deallocated: Cell<u64>,
+}
+
+std::thread_local! {
+    pub static TLS: ThreadState = const {
+        ThreadState {
+            tcache: Cell::new(null_mut()),
+            state: Cell::new(NEW),
+            arena: Cell::new(UNBOUND),
+            in_global_init: Cell::new(false),
+            allocated: Cell::new(0),
+            deallocated: Cell::new(0),
+        }
+    };
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_ARENA: AtomicPtr<Arena> = AtomicPtr::new(null_mut());
+static ARENAS: [AtomicPtr<Arena>; MAX_ARENAS] = [NO_ARENA; MAX_ARENAS];
+/// Arenas created so far.
+static NARENAS: AtomicUsize = AtomicUsize::new(0);
+/// Arenas threads are spread over automatically (`narenas`).
+static NARENAS_AUTO: AtomicUsize = AtomicUsize::new(1);
+static REGISTRY: Mutex<()> = Mutex::new(());
+
+/// 0 not started, 1 running, 2 done.
+static GLOBAL: AtomicU8 = AtomicU8::new(0);
+static mut OPTIONS: Options = Options::DEFAULT;
+static mut PTHREAD_KEY: libc::pthread_key_t = 0;
+/// A configuration string compiled into the program (see `HugeAlloc::with_conf`).
+static API_CONF: AtomicPtr<u8> = AtomicPtr::new(null_mut());
+static API_CONF_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// The effective options (valid once `ensure_init` has returned).
+pub fn options() -> &'static Options {
+    // SAFETY: OPTIONS is written only by the global init, before GLOBAL becomes 2 (Release);
+    // callers reach here after observing it (Acquire) or from the init thread itself.
+    unsafe { &*core::ptr::addr_of!(OPTIONS) }
+}
+
+/// Records a compile-time configuration string to apply at init (last source, wins).
+pub fn set_api_conf(conf: &'static [u8]) {
+    // Relaxed pairs: both are read by the init, which happens-after through the caller.
+    API_CONF_LEN.store(conf.len(), Ordering::Relaxed);
+    API_CONF.store(conf.as_ptr() as *mut u8, Ordering::Release);
+}
+
+/// Whether the global init has completed.
+#[inline(always)]
+pub fn is_ready() -> bool {
+    // Acquire pairs with the Release store at the end of `global_init`.
+    GLOBAL.load(Ordering::Acquire) == 2
+}
+
+/// Makes sure the process-wide state exists; returns false only for a nested call on the
+/// initialising thread (which may still use arena 0).
+#[cold]
+pub fn ensure_init() {
+    if is_ready() {
+        return;
+    }
+    // Acquire pairs with the Release store below.
+    match GLOBAL.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire) {
+        Ok(_) => {
+            TLS.with(|t| t.in_global_init.set(true));
+            global_init();
+            TLS.with(|t| t.in_global_init.set(false));
+            // Release publishes OPTIONS and arena 0 to every thread that sees 2.
+            GLOBAL.store(2, Ordering::Release);
+        }
+        Err(_) => {
+            if TLS.with(|t| t.in_global_init.get()) {
+                return;
+            }
+            while !is_ready() {
+                core::hint::spin_loop();
+            }
+        }
+    }
+}
+
+fn global_init() {
+    // SAFETY: only the initialising thread writes OPTIONS, before publishing GLOBAL = 2.
+    let opts = unsafe { &mut *core::ptr::addr_of_mut!(OPTIONS) };
+    // Acquire pairs with the Release store in set_api_conf.
+    let api = API_CONF.load(Ordering::Acquire);
+    let api_conf = if api.is_null() {
+        None
+    } else {
+        // SAFETY: set_api_conf stored a &'static [u8]'s pointer and length.
+        Some(unsafe { core::slice::from_raw_parts(api, API_CONF_LEN.load(Ordering::Relaxed)) })
+    };
+    crate::config::load(opts, api_conf);
+    let mode = read_system_mode();
+    crate::arena::set_thp_globals(mode, opts.thp_threshold);
+    let meta = crate::thp::advice_for(opts.metadata_thp, mode, 0, usize::MAX);
+    // Relaxed: read by the base under its lock, after this init.
+    BASE.advice.store(
+        match meta {
+            crate::thp::ChunkAdvice::Huge => 1,
+            crate::thp::ChunkAdvice::NoHuge => 2,
+            crate::thp::ChunkAdvice::None => 0,
+        },
+        Ordering::Relaxed,
+    );
+    let n = if opts.narenas == 0 {
+        4 * crate::os::ncpus()
+    } else {
+        opts.narenas
+    };
+    // Relaxed: published by the GLOBAL Release store.
+    NARENAS_AUTO.store(n.clamp(1, MAX_ARENAS), Ordering::Relaxed);
+    let a0 = Arena::create(0, opts.thp_for_arena(0));
+    if a0.is_null() {
+        crate::diag::fatal("out of memory creating the first arena");
+    }
+    // Release pairs with the Acquire in `arena`.
+    ARENAS[0].store(a0, Ordering::Release);
+    NARENAS.store(1, Ordering::Release);
+    // SAFETY: the key slot is written once, here, before any thread reads it.
+    unsafe {
+        libc::pthread_key_create(core::ptr::addr_of_mut!(PTHREAD_KEY), Some(thread_exit));
+    }
+    crate::os::at_fork(fork_prepare, fork_parent, fork_child);
+    crate::stats::at_init(opts);
+}
+
+/// Reads `/sys/kernel/mm/transparent_hugepage/enabled` (missing: unknown).
+pub fn read_system_mode() -> SystemMode {
+    let mut buf = [0u8; 128];
+    match crate::os::read_file(b"/sys/kernel/mm/transparent_hugepage/enabled\0", &mut buf) {
+        Some(n) => crate::thp::parse_system_mode(&buf[..n]),
+        None => SystemMode::Unknown,
+    }
+}
+
+/// Arena `i`, which must exist.
+#[inline]
+pub fn arena(i: usize) -> &'static Arena {
+    // Acquire pairs with the Release store when the arena was created.
+    let a = ARENAS[i].load(Ordering::Acquire);
+    debug_assert!(!a.is_null());
+    // SAFETY: arenas are never destroyed; index i was handed out only after creation.
+    unsafe { &*a }
+}
+
+/// Arena `i` if it exists.
+pub fn arena_get(i: usize) -> Option<&'static Arena> {
+    if i >= MAX_ARENAS {
+        return None;
+    }
+    // Acquire pairs with the Release store when the arena was created.
+    let a = ARENAS[i].load(Ordering::Acquire);
+    // SAFETY: as in `arena`.
+    (!a.is_null()).then(|| unsafe { &*a })
+}
+
+/// The number of arenas created.
+pub fn narenas() -> usize {
+    // Acquire pairs with the Release store after creating an arena.
+    NARENAS.load(Ordering::Acquire)
+}
+
+/// Creates one more arena with `policy`; returns its index, or `None` when the table is full
+/// or memory is short.
+pub fn arena_create(policy: Thp) -> Option<usize> {
+    ensure_init();
+    let _g = REGISTRY.lock();
+    let i = narenas();
+    if i >= MAX_ARENAS {
+        return None;
+    }
+    let a = Arena::create(i as u32, policy);
+    if a.is_null() {
+        return None;
+    }
+    // Release pairs with the Acquire loads in `arena`.
+    ARENAS[i].store(a, Ordering::Release);
+    NARENAS.store(i + 1, Ordering::Release);
+    Some(i)
+}
+
+/// Picks the automatic arena with the fewest threads, creating it if needed.
+fn choose_arena() -> usize {
+    let _g = REGISTRY.lock();
+    // Relaxed: published through GLOBAL.
+    let auto = NARENAS_AUTO.load(Ordering::Relaxed);
+    let mut best = 0;
+    let mut best_n = usize::MAX;
+    for i in 0..auto {
+        match arena_get(i) {
+            // Relaxed: counts only steer placement.
+            Some(a) => {
+                let n = a.nthreads.load(Ordering::Relaxed);
+                if n < best_n {
+                    best = i;
+                    best_n = n;
+                }
+            }
+            None => {
+                // An unused slot beats every existing arena with a thread.
+                if best_n > 0 {
+                    let created = narenas();
+                    // SAFETY: options are set by the init, which happened before.
+                    let policy = options().thp_for_arena(created);
+                    let a = Arena::create(created as u32, policy);
+                    if !a.is_null() {
+                        // Release pairs with the Acquire loads in `arena`.
+                        ARENAS[created].store(a, Ordering::Release);
+                        NARENAS.store(created + 1, Ordering::Release);
+                        best = created;
+                    }
+                }
+                break;
+            }
+        }
+    }
+    // Relaxed: counts only steer placement.
+    arena(best).nthreads.fetch_add(1, Ordering::Relaxed);
+    best
+}
+
+/// The calling thread's arena (binding it on first use).
+pub fn current_arena() -> &'static Arena {
+    ensure_init();
+    let i = TLS.with(|t| t.arena.get());
+    if i != UNBOUND {
+        return arena(i as usize);
+    }
+    if !is_ready() {
+        // A nested allocation inside the global init.
+        return arena(0);
+    }
+    let i = choose_arena();
+    TLS.with(|t| t.arena.set(i as u32));
+    arena(i)
+}
+
+/// The calling thread's cache, creating it on first use; null while initialising, after the
+/// thread's exit hook, or when `tcache:false`.
+#[cold]
+#[inline(never)]
+pub fn tcache_slow() -> *mut Tcache {
+    ensure_init();
+    if !is_ready() {
+        return null_mut();
+    }
+    let state = TLS.with(|t| t.state.get());
+    if state != NEW {
+        return TLS.with(|t| t.tcache.get());
+    }
+    TLS.with(|t| t.state.set(INIT));
+    let arena = current_arena();
+    let opts = options();
+    if !opts.tcache {
+        TLS.with(|t| t.state.set(READY));
+        return null_mut();
+    }
+    let tc = Tcache::create(arena, opts.tcache_max);
+    if tc.is_null() {
+        TLS.with(|t| t.state.set(NEW));
+        return tc;
+    }
+    // SAFETY: the key was created by the init; setspecific may allocate (served by the arena
+    // path, since this thread's state is INIT).
+    unsafe { libc::pthread_setspecific(PTHREAD_KEY, tc as *const libc::c_void) };
+    TLS.with(|t| {
+        t.tcache.set(tc);
+        t.state.set(READY);
+    });
+    tc
+}
+
+/// The calling thread's cache if it has one ready (the fast-path read).
+#[inline(always)]
+pub fn tcache() -> *mut Tcache {
+    TLS.with(|t| t.tcache.get())
+}
+
+/// Moves the calling thread to arena `i` (which must exist): flushes its cache first so that
+/// nothing cached belongs to the old binding. Returns false if there is no such arena.
+pub fn set_thread_arena(i: usize) -> bool {
+    ensure_init();
+    let Some(new) = arena_get(i) else {
+        return false;
+    };
+    let old = TLS.with(|t| t.arena.get());
+    if old != UNBOUND {
+        // Relaxed: counts only steer placement.
+        arena(old as usize).nthreads.fetch_sub(1, Ordering::Relaxed);
+    }
+    // Relaxed: as above.
+    new.nthreads.fetch_add(1, Ordering::Relaxed);
+    TLS.with(|t| t.arena.set(i as u32));
+    let tc = tcache();
+    if !tc.is_null() {
+        // SAFETY: the thread's own live cache.
+        unsafe {
+            (*tc).flush_all();
+            (*tc).arena = new;
+        }
+    }
+    true
+}
+
+/// The calling thread's arena index (binding it if needed).
+pub fn thread_arena_index() -> usize {
+    current_arena().index as usize
+}
+
+/// Flushes the calling thread's cache.
+pub fn flush_thread_cache() {
+    let tc = tcache();
+    if !tc.is_null() {
+        // SAFETY: the thread's own live cache.
+        unsafe { (*tc).flush_all() };
+    }
+}
+
+extern "C" fn thread_exit(arg: *mut libc::c_void) {
+    let tc = arg as *mut Tcache;
+    let _ = TLS.try_with(|t| {
+        t.tcache.set(null_mut());
+        t.state.set(DEAD);
+        let a = t.arena.get();
+        if a != UNBOUND {
+            // Relaxed: counts only steer placement.
+            // Later allocations on this thread (other exit hooks) still use the same arena.
+            arena(a as usize).nthreads.fetch_sub(1, Ordering::Relaxed);
+        }
+    });
+    if !tc.is_null() {
+        // SAFETY: the cache was this thread's and nothing refers to it any more.
+        unsafe { Tcache::destroy(tc) };
+    }
+}
+
+extern "C" fn fork_prepare() {
+    REGISTRY.force_lock();
+    for i in 0..narenas() {
+        arena(i).lock_all();
+    }
+    SOURCE.lock_for_fork();
+    BASE.lock_for_fork();
+}
+
+extern "C" fn fork_parent() {
+    // SAFETY: fork_prepare took every one of these locks on this thread.
+    unsafe {
+        BASE.unlock_after_fork();
+        SOURCE.unlock_after_fork();
+        for i in (0..narenas()).rev() {
+            arena(i).unlock_all();
+        }
+        REGISTRY.force_unlock();
+    }
+}
+
+extern "C" fn fork_child() {
+    // SAFETY: in the child only this thread exists; every lock is reset to free.
+    unsafe {
+        BASE.reset_in_child();
+        SOURCE.reset_in_child();
+        for i in (0..narenas()).rev() {
+            arena(i).reset_locks_in_child();
+        }
+        REGISTRY.reset_in_child();
+    }
+}
