@@ -192,6 +192,12 @@ pub unsafe fn free_slow(p: *mut u8) {
         return;
     }
     let owner = arena::owner_of(p);
+    if let Owner::Small { slab, .. } = owner {
+        // SAFETY: owner_of returned the live slab holding p.
+        if unsafe { (*slab).index_of(p as usize) }.is_none() {
+            crate::diag::fatal_ptr("free of a pointer inside a block (not its start):", p);
+        }
+    }
     let tc = thread::tcache();
     match owner {
         Owner::Small { class, .. } | Owner::Large { class, .. } if !tc.is_null() => {

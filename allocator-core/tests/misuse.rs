@@ -1,0 +1,127 @@
+//! Bad input: each misuse runs in a child process (this test binary re-executed with
+//! `HUGEALLOC_MISUSE=<case>`), which must abort with a one-line message naming the pointer.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+fn misuse(case: &str) {
+    let mut stack_word = 0u64;
+    let p = hugealloc::alloc::malloc(64);
+    match case {
+        "foreign" => {
+            let q = Box::into_raw(Box::new(stack_word)) as *mut u8; // the system allocator's
+                                                                    // SAFETY: deliberately invalid: this pointer is not hugealloc's.
+            unsafe { hugealloc::alloc::free(q) };
+        }
+        "stack" => {
+            stack_word += 1;
+            // SAFETY: deliberately invalid.
+            unsafe { hugealloc::alloc::free(&mut stack_word as *mut u64 as *mut u8) };
+        }
+        "interior" => {
+            // SAFETY: deliberately invalid: a pointer inside a block.
+            unsafe { hugealloc::alloc::free_no_cache(p.add(16)) };
+        }
+        "misaligned" => {
+            // SAFETY: deliberately invalid.
+            unsafe { hugealloc::alloc::free(p.add(3)) };
+        }
+        "double" => {
+            // SAFETY: deliberately invalid: the second free.
+            unsafe {
+                hugealloc::alloc::free(p);
+                hugealloc::alloc::free(p);
+            }
+        }
+        "double_huge" => {
+            let h = hugealloc::alloc::malloc(8 << 20);
+            // SAFETY: deliberately invalid: the second free.
+            unsafe {
+                hugealloc::alloc::free(h);
+                hugealloc::alloc::free(h);
+            }
+        }
+        "huge_interior" => {
+            let h = hugealloc::alloc::malloc(8 << 20);
+            // SAFETY: deliberately invalid.
+            unsafe { hugealloc::alloc::free(h.add(4 << 20)) };
+        }
+        "wrong_size" => {
+            // SAFETY: deliberately invalid: 64-byte block freed as 4096.
+            unsafe { hugealloc::alloc::free_sized(p, 4096, 1) };
+        }
+        _ => unreachable!(),
+    }
+    std::process::exit(0);
+}
+
+fn expect_abort(case: &str, words: &str) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env("HUGEALLOC_MISUSE", case)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "case {case}: {:?}, stderr {stderr}",
+        out.status
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("hugealloc: "))
+        .unwrap_or_else(|| panic!("case {case}: no message in {stderr}"));
+    assert!(line.contains(words), "case {case}: {line}");
+    assert!(
+        line.contains("0x"),
+        "case {case}: message names no pointer: {line}"
+    );
+}
+
+#[test]
+fn child_entry() {
+    if let Ok(case) = std::env::var("HUGEALLOC_MISUSE") {
+        misuse(&case);
+    }
+}
+
+#[test]
+fn foreign_pointer_aborts() {
+    expect_abort("foreign", "never returned");
+}
+
+#[test]
+fn stack_pointer_aborts() {
+    expect_abort("stack", "never returned");
+}
+
+#[test]
+fn interior_pointer_aborts() {
+    expect_abort("interior", "inside a block");
+}
+
+#[test]
+fn misaligned_pointer_aborts() {
+    expect_abort("misaligned", "inside a block");
+}
+
+#[test]
+fn double_free_aborts() {
+    expect_abort("double", "double free");
+}
+
+#[test]
+fn double_free_of_huge_block_aborts() {
+    expect_abort("double_huge", "does not own");
+}
+
+#[test]
+fn interior_huge_pointer_aborts() {
+    expect_abort("huge_interior", "does not own");
+}
+
+#[test]
+fn free_with_wrong_size_aborts() {
+    expect_abort("wrong_size", "another class");
+}
