@@ -1,0 +1,99 @@
+//! THP checks that read what the kernel recorded in `/proc/self/smaps`. They skip with a
+//! printed reason where THP is unavailable (no sysfs file, or `never`).
+
+use hugealloc::alloc;
+
+fn thp_mode() -> Option<String> {
+    let s = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
+    let start = s.find('[')? + 1;
+    let end = s[start..].find(']')? + start;
+    Some(s[start..end].to_string())
+}
+
+/// The `VmFlags` and `AnonHugePages` (kB) of the mapping holding `addr`.
+fn mapping_of(addr: usize) -> (String, u64) {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut inside = false;
+    let mut huge_kb = 0;
+    for line in smaps.lines() {
+        if let Some((range, _)) = line.split_once(' ') {
+            if let Some((lo, hi)) = range.split_once('-') {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    inside = lo <= addr && addr < hi;
+                    continue;
+                }
+            }
+        }
+        if inside {
+            if let Some(v) = line.strip_prefix("AnonHugePages:") {
+                huge_kb = v.trim().trim_end_matches(" kB").trim().parse().unwrap();
+            }
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                return (flags.trim().to_string(), huge_kb);
+            }
+        }
+    }
+    panic!("no mapping holds {addr:#x}");
+}
+
+fn has_flag(flags: &str, f: &str) -> bool {
+    flags.split_whitespace().any(|x| x == f)
+}
+
+#[test]
+fn big_buffer_is_advised_hg_and_small_objects_are_not() {
+    let Some(mode) = thp_mode() else {
+        eprintln!("skipped: /sys/kernel/mm/transparent_hugepage/enabled is missing");
+        return;
+    };
+    if mode == "never" {
+        eprintln!("skipped: THP is disabled on this system (never)");
+        return;
+    }
+    let big = alloc::malloc(8 << 20);
+    assert!(!big.is_null());
+    assert_eq!(
+        big as usize % (2 << 20),
+        0,
+        "huge blocks start on a 2 MiB boundary"
+    );
+    // SAFETY: big is a live 8 MiB block.
+    unsafe { std::ptr::write_bytes(big, 1, 8 << 20) };
+    let (flags, huge_kb) = mapping_of(big as usize);
+    assert!(has_flag(&flags, "hg"), "8 MiB buffer lacks hg: {flags}");
+    eprintln!("8 MiB buffer: VmFlags {flags}; AnonHugePages {huge_kb} kB");
+
+    let small = alloc::malloc(48);
+    // SAFETY: small is live.
+    unsafe { small.write(1) };
+    let (flags, _) = mapping_of(small as usize);
+    assert!(
+        !has_flag(&flags, "hg"),
+        "small objects' chunk is advised hg: {flags}"
+    );
+    // SAFETY: both are live.
+    unsafe {
+        alloc::free(small);
+        alloc::free(big);
+    }
+}
+
+#[test]
+fn below_the_threshold_is_not_advised() {
+    if thp_mode().is_none_or(|m| m == "never") {
+        eprintln!("skipped: THP unavailable");
+        return;
+    }
+    let p = alloc::malloc(3 << 20);
+    // SAFETY: p is a live 3 MiB block.
+    unsafe { std::ptr::write_bytes(p, 1, 3 << 20) };
+    let (flags, _) = mapping_of(p as usize);
+    assert!(
+        !has_flag(&flags, "hg"),
+        "3 MiB buffer (below the 4 MiB threshold) has hg: {flags}"
+    );
+    // SAFETY: p is live.
+    unsafe { alloc::free(p) };
+}
