@@ -278,9 +278,8 @@ pub unsafe fn resize_in_place(p: *mut u8, size: usize, align: usize) -> usize {
         Owner::Small { class, .. } => class_size(class),
         Owner::Large { chunk, page, class } => {
             if new_class == class
-                || (new_class >= NSMALL
-                    && new_class < HUGE_FIRST
-                    && (p as usize) % align.max(1) == 0
+                || ((NSMALL..HUGE_FIRST).contains(&new_class)
+                    && (p as usize).is_multiple_of(align.max(1))
                     && a.large_resize(chunk, page, new_class))
             {
                 class_size(new_class)
@@ -292,7 +291,7 @@ pub unsafe fn resize_in_place(p: *mut u8, size: usize, align: usize) -> usize {
             // SAFETY: owner_of checked the extent is live.
             let class = unsafe { (*extent).class as usize };
             if new_class >= HUGE_FIRST
-                && (p as usize) % align.max(1) == 0
+                && (p as usize).is_multiple_of(align.max(1))
                 && a.huge_resize(extent, new_class, size)
             {
                 class_size(new_class)
@@ -327,14 +326,14 @@ pub unsafe fn realloc(p: *mut u8, size: usize, align: usize) -> *mut u8 {
             )
         },
     };
-    if new_class == old_class && (p as usize) % align == 0 {
+    if new_class == old_class && (p as usize).is_multiple_of(align) {
         if let Owner::Huge { extent } = owner {
             // SAFETY: live extent; record the new requested size for advice and stats.
             unsafe { (*extent).size = size };
         }
         return p;
     }
-    let aligned = (p as usize) % align == 0;
+    let aligned = (p as usize).is_multiple_of(align);
     if aligned
         && !is_small(old_class)
         && !is_small(new_class)

@@ -56,6 +56,8 @@ pub struct ArenaInner {
     free_clean: [*mut Extent; NFREE_BUCKETS],
     /// Recycled extent descriptors.
     spare_extents: *mut Extent,
+    /// When the last decay pass ran (ms).
+    last_decay_ms: u64,
     /// Page chunks with every page free (one is kept to avoid churn).
     empty_chunks: usize,
     pub stats: ArenaStats,
@@ -98,6 +100,15 @@ pub struct Arena {
 static SYSTEM_MODE: AtomicU8 = AtomicU8::new(SystemMode::Unknown as u8);
 /// The `thp_threshold` option.
 static THP_THRESHOLD: AtomicUsize = AtomicUsize::new(4 << 20);
+/// `dirty_decay_ms`: how long freed chunks stay dirty before they are purged (`u64::MAX`: never).
+static DIRTY_DECAY_MS: crate::sync::AtomicU64 = crate::sync::AtomicU64::new(10_000);
+
+/// Sets the decay time every arena follows (negative: never purge on a timer).
+pub fn set_decay_ms(ms: i64) {
+    // Relaxed: a tuning value; a racing reader uses the old or the new one.
+    DIRTY_DECAY_MS.store(if ms < 0 { u64::MAX } else { ms as u64 }, Ordering::Relaxed);
+}
+
 /// How many arenas have been created.
 static ARENA_COUNT: AtomicU32 = AtomicU32::new(0);
 
@@ -223,6 +234,10 @@ pub fn usable_size(p: *mut u8) -> usize {
     }
 }
 
+// The descriptor pointers these methods take (`PageChunk`, `Extent`) come only from
+// `owner_of`, which validates them against the pagemap; making every method `unsafe` would
+// move that one fact to every call site without adding a check.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 impl Arena {
     /// Creates arena number `index` in metadata memory. Null when out of memory.
     pub fn create(index: u32, policy: Thp) -> *mut Arena {
@@ -257,6 +272,7 @@ impl Arena {
                         free_dirty: [null_mut(); NFREE_BUCKETS],
                         free_clean: [null_mut(); NFREE_BUCKETS],
                         spare_extents: null_mut(),
+                        last_decay_ms: 0,
                         empty_chunks: 0,
                         stats: ArenaStats::default(),
                     }),
@@ -532,6 +548,7 @@ impl Arena {
             er.dirty_since_ms = os::now_ms();
         }
         self.extent_free(&mut inner, e);
+        self.maybe_decay(&mut inner);
     }
 
     /// Resizes a huge block in place to `new_class` (requested `size`): shrinks by giving back
@@ -577,7 +594,6 @@ impl Arena {
             }
             let need = m - n;
             self.free_unfile(&mut inner, next);
-            let dirty = nx.dirty;
             if nx.nchunks == need {
                 self.extent_recycle(&mut inner, next);
             } else {
@@ -592,9 +608,6 @@ impl Arena {
                 self.advise_range(&mut inner, end, need, want);
             }
             inner.stats.huge_active += (need * CHUNK) as u64;
-            if dirty {
-                // The grown part may hold old data; realloc does not promise zeroes there.
-            }
         }
         let s = &mut inner.stats;
         s.huge_allocated =
@@ -733,6 +746,7 @@ impl Arena {
         // SAFETY: no pagemap entry refers to pc any more.
         unsafe { BASE.free(pc as *mut u8, core::mem::size_of::<PageChunk>()) };
         self.extent_free(inner, e);
+        self.maybe_decay(inner);
     }
 
     // ---- extents ---------------------------------------------------------------------------
@@ -798,7 +812,9 @@ impl Arena {
         unsafe { list::remove(Self::free_list(inner, dirty, n), e) };
     }
 
-    /// Files a free extent, merging it with free neighbours of the same dirtiness first.
+    /// Files a free extent, merging it with free neighbours of the same dirtiness first. A
+    /// merged dirty extent keeps the older age, so steady reuse cannot keep old dirty memory
+    /// from decaying.
     fn extent_free(&self, inner: &mut ArenaInner, mut e: *mut Extent) {
         // SAFETY: e and every extent found through the pagemap are live descriptors; the
         // arena lock guards all of this arena's extents.
@@ -815,7 +831,7 @@ impl Arena {
                     self.free_unfile(inner, p);
                     (*p).nchunks += (*e).nchunks;
                     (*p).advice = merge_advice((*p).advice, (*e).advice);
-                    (*p).dirty_since_ms = (*p).dirty_since_ms.max((*e).dirty_since_ms);
+                    (*p).dirty_since_ms = (*p).dirty_since_ms.min((*e).dirty_since_ms);
                     PAGEMAP.set((*e).addr, (*e).nchunks, p as usize | TAG_EXTENT);
                     self.extent_recycle(inner, e);
                     e = p;
@@ -833,7 +849,7 @@ impl Arena {
                     self.free_unfile(inner, x);
                     (*e).nchunks += (*x).nchunks;
                     (*e).advice = merge_advice((*e).advice, (*x).advice);
-                    (*e).dirty_since_ms = (*e).dirty_since_ms.max((*x).dirty_since_ms);
+                    (*e).dirty_since_ms = (*e).dirty_since_ms.min((*x).dirty_since_ms);
                     PAGEMAP.set((*x).addr, (*x).nchunks, e as usize | TAG_EXTENT);
                     self.extent_recycle(inner, x);
                 }
@@ -1004,6 +1020,49 @@ impl Arena {
 
     // ---- purging ---------------------------------------------------------------------------
 
+    /// Decay, driven by allocation activity: at most every tenth of the decay time, purge the
+    /// dirty free extents that have been dirty for longer than `dirty_decay_ms`. Whole free
+    /// chunks are the only thing purged, so no huge page is split.
+    fn maybe_decay(&self, inner: &mut ArenaInner) {
+        // Relaxed: a tuning value.
+        let decay = DIRTY_DECAY_MS.load(Ordering::Relaxed);
+        if decay == u64::MAX || inner.stats.dirty_extent_bytes == 0 {
+            return;
+        }
+        let now = os::now_ms();
+        if now.saturating_sub(inner.last_decay_ms) < decay / 10 {
+            return;
+        }
+        inner.last_decay_ms = now;
+        let mut purged = 0;
+        for b in 0..NFREE_BUCKETS {
+            let mut e = inner.free_dirty[b];
+            while !e.is_null() {
+                // SAFETY: filed extents are live; `next` is read before e is refiled.
+                let (next, since) = unsafe { ((*e).next, (*e).dirty_since_ms) };
+                if now.saturating_sub(since) >= decay {
+                    purged += self.purge_extent(inner, e);
+                }
+                e = next;
+            }
+        }
+        inner.stats.purged_bytes += purged as u64;
+    }
+
+    /// Purges one dirty free extent (filed) and refiles it clean; returns the bytes purged.
+    fn purge_extent(&self, inner: &mut ArenaInner, e: *mut Extent) -> usize {
+        self.free_unfile(inner, e);
+        // SAFETY: e is a live free extent of this arena, now unfiled.
+        let len = unsafe {
+            let len = (*e).nchunks * CHUNK;
+            os::advise((*e).addr as *mut u8, len, os::Advice::DontNeed);
+            (*e).dirty = false;
+            len
+        };
+        self.extent_free(inner, e);
+        len
+    }
+
     /// Purges every dirty free extent (`MADV_DONTNEED`), making it clean. Returns bytes purged.
     pub fn purge_all(&self) -> usize {
         let mut inner = self.inner.lock();
@@ -1014,15 +1073,7 @@ impl Arena {
                 if e.is_null() {
                     break;
                 }
-                self.free_unfile(&mut inner, e);
-                // SAFETY: e is a live free extent of this arena, now unfiled.
-                unsafe {
-                    let len = (*e).nchunks * CHUNK;
-                    os::advise((*e).addr as *mut u8, len, os::Advice::DontNeed);
-                    purged += len;
-                    (*e).dirty = false;
-                }
-                self.extent_free(&mut inner, e);
+                purged += self.purge_extent(&mut inner, e);
             }
         }
         inner.stats.purged_bytes += purged as u64;

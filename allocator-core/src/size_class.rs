@@ -175,7 +175,7 @@ pub fn class_for(size: usize, align: usize) -> Option<usize> {
     if align <= PAGE {
         let mut idx = class_of(align_up(size, align)?);
         while idx < NSMALL {
-            if class_size(idx) % align == 0 {
+            if class_size(idx).is_multiple_of(align) {
                 return Some(idx);
             }
             idx += 1;
@@ -269,7 +269,7 @@ mod tests {
         for i in 0..NSMALL {
             let bytes = SLAB_PAGES[i] as usize * PAGE;
             let objs = SLAB_OBJS[i] as usize;
-            assert!(objs >= 1 && objs <= SLAB_MAX_OBJS);
+            assert!((1..=SLAB_MAX_OBJS).contains(&objs));
             assert!(objs * class_size(i) <= bytes);
             let waste = bytes - objs * class_size(i);
             assert!(waste * 8 <= bytes, "class {i}: {waste} of {bytes} wasted");

@@ -62,7 +62,7 @@ impl Slab {
         let off = p.wrapping_sub(self.addr);
         let size = class_size(self.class as usize);
         let i = off / size;
-        if off % size != 0 || i >= self.nobjs as usize {
+        if !off.is_multiple_of(size) || i >= self.nobjs as usize {
             return None;
         }
         Some(i)

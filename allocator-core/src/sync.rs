@@ -10,6 +10,7 @@
 //! 3. arena lock (page runs, chunks, extents, huge blocks, decay)
 //! 4. the global chunk source (fresh reservations from the OS)
 //! 5. the base (metadata) lock
+//!
 //! Pagemap leaves are installed lock-free (compare-and-swap).
 
 #[cfg(loom)]

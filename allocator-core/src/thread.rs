@@ -133,6 +133,7 @@ fn global_init() {
     crate::config::load(opts, api_conf);
     let mode = read_system_mode();
     crate::arena::set_thp_globals(mode, opts.thp_threshold);
+    crate::arena::set_decay_ms(opts.dirty_decay_ms);
     let meta = crate::thp::advice_for(opts.metadata_thp, mode, 0, usize::MAX);
     // Relaxed: read by the base under its lock, after this init.
     BASE.advice.store(

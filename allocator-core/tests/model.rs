@@ -142,11 +142,8 @@ fn run(ops: Vec<Op>) {
                 let kept = b.size.min(size);
                 for off in probe_offsets(b.size).filter(|&o| o < kept) {
                     // SAFETY: off < kept <= size.
-                    assert_eq!(
-                        unsafe { *q.add(off) },
-                        byte(b.seed, off),
-                        "realloc lost byte {off}"
-                    );
+                    let got = unsafe { *q.add(off) };
+                    assert_eq!(got, byte(b.seed, off), "realloc lost byte {off}");
                 }
                 check_no_overlap(&live, q as usize, size);
                 write_pattern(q, size, seed);

@@ -29,7 +29,7 @@ fn random_sizes_with_cross_thread_frees() {
                         _ => (xorshift(&mut s) % 512) as usize,
                     };
                     let v = vec![(size % 251) as u8; size];
-                    if xorshift(&mut s) % 2 == 0 {
+                    if xorshift(&mut s).is_multiple_of(2) {
                         tx.send((size, v)).unwrap();
                     } else {
                         mine.push(v);

@@ -93,12 +93,8 @@ fn zeroed_is_zero_after_reuse() {
             unsafe { free(p) };
             let q = alloc_zeroed(size, 8);
             // SAFETY: q is a live block of size bytes.
-            assert!(
-                unsafe { core::slice::from_raw_parts(q, size) }
-                    .iter()
-                    .all(|&b| b == 0),
-                "size {size}"
-            );
+            let got = unsafe { core::slice::from_raw_parts(q, size) };
+            assert!(got.iter().all(|&b| b == 0), "size {size}");
             // SAFETY: q is live.
             unsafe { free(q) };
         }
