@@ -129,3 +129,75 @@ pub fn purge() -> usize {
         .map(|i| thread::arena(i).purge_all())
         .sum()
 }
+
+/// A handle on an arena of its own, created at run time with a THP policy. Allocating through
+/// it (it implements `GlobalAlloc`) takes memory from that arena only, bypassing the thread
+/// cache; blocks may be freed through any hugealloc entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arena {
+    index: usize,
+}
+
+impl Arena {
+    /// Creates an arena with `policy`; `None` when the arena table is full or memory short.
+    pub fn new(policy: Thp) -> Option<Arena> {
+        thread::arena_create(policy).map(|index| Arena { index })
+    }
+
+    /// The handle of existing arena `index`.
+    pub fn from_index(index: usize) -> Option<Arena> {
+        thread::ensure_init();
+        thread::arena_get(index).map(|_| Arena { index })
+    }
+
+    /// The arena's index (as in `arena.<i>.*` control names and `MALLOCX_ARENA`).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The arena's THP policy.
+    pub fn thp(&self) -> Thp {
+        thread::arena(self.index).thp()
+    }
+
+    /// Changes the policy; chunks put to use afterwards get the new advice.
+    pub fn set_thp(&self, policy: Thp) {
+        thread::arena(self.index).set_thp(policy)
+    }
+}
+
+// SAFETY: allocation honours size and alignment (alloc_in), frees go to the owning arena.
+unsafe impl GlobalAlloc for Arena {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        alloc::alloc_in(
+            Some(self.index),
+            layout.size(),
+            layout.align(),
+            false,
+            false,
+        )
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        // SAFETY: GlobalAlloc's contract: ptr is a live block from hugealloc.
+        unsafe { alloc::free_no_cache(ptr) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        alloc::alloc_in(Some(self.index), layout.size(), layout.align(), true, false)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: GlobalAlloc's contract: ptr is live with this layout.
+        unsafe {
+            if alloc::resize_in_place(ptr, new_size, layout.align()) >= new_size
+                && alloc::good_size(new_size, layout.align()) == Some(alloc::usable_size(ptr))
+            {
+                return ptr;
+            }
+            let q = alloc::alloc_in(Some(self.index), new_size, layout.align(), false, false);
+            if !q.is_null() {
+                core::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
+                alloc::free_no_cache(ptr);
+            }
+            q
+        }
+    }
+}

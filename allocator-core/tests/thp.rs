@@ -97,3 +97,99 @@ fn below_the_threshold_is_not_advised() {
     // SAFETY: p is live.
     unsafe { alloc::free(p) };
 }
+
+fn minor_faults() -> i64 {
+    // SAFETY: getrusage writes into the zeroed struct.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru.ru_minflt
+    }
+}
+
+fn touch_pages(p: *mut u8, len: usize) {
+    for off in (0..len).step_by(4096) {
+        // SAFETY: off < len, inside the live block.
+        unsafe { p.add(off).write_volatile(1) };
+    }
+}
+
+#[test]
+fn arenas_keep_their_own_policies() {
+    if thp_mode().is_none_or(|m| m == "never") {
+        eprintln!("skipped: THP unavailable");
+        return;
+    }
+    use hugealloc::{Arena, Thp};
+    let never = Arena::new(Thp::Never).unwrap();
+    let default = Arena::new(Thp::Default).unwrap();
+    let always = Arena::new(Thp::Always).unwrap();
+    let n = alloc::alloc_in(Some(never.index()), 8 << 20, 1, false, false);
+    let d = alloc::alloc_in(Some(default.index()), 8 << 20, 1, false, false);
+    let a = alloc::alloc_in(Some(always.index()), 3 << 20, 1, false, false);
+    let small_always = alloc::alloc_in(Some(always.index()), 64, 1, false, false);
+    for p in [n, d, a, small_always] {
+        assert!(!p.is_null());
+        touch_pages(p, 64);
+    }
+    let (fnv, _) = mapping_of(n as usize);
+    assert!(
+        has_flag(&fnv, "nh") && !has_flag(&fnv, "hg"),
+        "never: {fnv}"
+    );
+    let (fd, _) = mapping_of(d as usize);
+    assert!(
+        !has_flag(&fd, "nh") && !has_flag(&fd, "hg"),
+        "default: {fd}"
+    );
+    let (fa, _) = mapping_of(a as usize);
+    assert!(
+        has_flag(&fa, "hg"),
+        "always (below the threshold too): {fa}"
+    );
+    let (fs, _) = mapping_of(small_always as usize);
+    assert!(has_flag(&fs, "hg"), "always, small objects' chunk: {fs}");
+    // SAFETY: all are live.
+    unsafe {
+        for p in [n, d, a, small_always] {
+            alloc::free(p);
+        }
+    }
+}
+
+#[test]
+fn always_costs_a_fiftieth_of_the_faults_of_never() {
+    if thp_mode().is_none_or(|m| m == "never") {
+        eprintln!("skipped: THP unavailable");
+        return;
+    }
+    use hugealloc::{Arena, Thp};
+    const LEN: usize = 64 << 20;
+    let measure = |policy: Thp| {
+        let arena = Arena::new(policy).unwrap();
+        let p = alloc::alloc_in(Some(arena.index()), LEN, 1, false, false);
+        assert!(!p.is_null());
+        let before = minor_faults();
+        touch_pages(p, LEN);
+        let faults = minor_faults() - before;
+        let (_, huge_kb) = mapping_of(p as usize);
+        (p, faults, huge_kb)
+    };
+    let (pn, never_faults, never_huge) = measure(Thp::Never);
+    let (pa, always_faults, always_huge) = measure(Thp::Always);
+    eprintln!("64 MiB touched page by page: never {never_faults} faults ({never_huge} kB huge), always {always_faults} faults ({always_huge} kB huge)");
+    if always_huge == 0 {
+        eprintln!("skipped: the kernel gave no huge page (fragmented memory or THP defrag off)");
+    } else {
+        assert!(
+            always_faults * 50 <= never_faults,
+            "always {always_faults} vs never {never_faults}"
+        );
+        assert_eq!(never_huge, 0);
+    }
+    // SAFETY: both are live.
+    unsafe {
+        alloc::free(pn);
+        alloc::free(pa);
+    }
+}
