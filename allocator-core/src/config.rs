@@ -305,10 +305,8 @@ impl Options {
             (Field::Thp, Value::Thp(v)) => self.thp = v,
             (Field::ThpThreshold, Value::Size(v)) => self.thp_threshold = v,
             (Field::MetadataThp, Value::Thp(v)) => self.metadata_thp = v,
-            (Field::ArenaThp, Value::ArenaThp(v)) => {
-                if index < ARENA_THP_MAX {
-                    self.arena_thp[index] = v;
-                }
+            (Field::ArenaThp, Value::ArenaThp(v)) if index < ARENA_THP_MAX => {
+                self.arena_thp[index] = v;
             }
             (Field::DirtyDecayMs, Value::Millis(v)) => self.dirty_decay_ms = v,
             (Field::MuzzyDecayMs, Value::Millis(v)) => self.muzzy_decay_ms = v,
@@ -786,7 +784,7 @@ fn write_dec(mut v: u64, out: &mut dyn FnMut(&[u8])) {
 fn write_size(v: usize, out: &mut dyn FnMut(&[u8])) {
     let v = v as u64;
     for (suffix, shift) in [(b"TiB", 40), (b"GiB", 30), (b"MiB", 20), (b"KiB", 10)] {
-        if v != 0 && v % (1u64 << shift) == 0 {
+        if v != 0 && v.trailing_zeros() >= shift {
             write_dec(v >> shift, out);
             out(suffix);
             return;
@@ -931,7 +929,7 @@ fn suggest(key: &[u8]) -> Option<&'static str> {
             prev = cur;
         }
         let d = prev[key.len()];
-        if d <= 1 + name.len() / 5 && best.map_or(true, |(bd, _)| d < bd) {
+        if d <= 1 + name.len() / 5 && !matches!(best, Some((bd, _)) if bd <= d) {
             best = Some((d, r.name));
         }
     }
@@ -1066,7 +1064,7 @@ fn write_confirmation(
 /// [`load_from`]). Allocates nothing; uses about 5 KiB of stack.
 pub fn load(opts: &mut Options, api_conf: Option<&[u8]>) {
     let mut link = [0u8; ETC_LINK_MAX];
-    let etc = match os_additions::read_link(ETC_CONF_PATH, &mut link) {
+    let etc = match crate::os::read_link(ETC_CONF_PATH, &mut link) {
         Some(n) if n < link.len() => Some(&link[..n]),
         Some(_) => {
             Msg::new()
@@ -1079,7 +1077,7 @@ pub fn load(opts: &mut Options, api_conf: Option<&[u8]>) {
     };
     let confs = [
         (Source::Builtin, BUILTIN_CONF.map(str::as_bytes)),
-        (Source::Symbol, os_additions::conf_symbol()),
+        (Source::Symbol, crate::os::conf_symbol()),
         (Source::EtcFile, etc),
         (Source::Env, os::getenv(ENV_CONF_NAME)),
         (Source::Api, api_conf),
@@ -1087,84 +1085,6 @@ pub fn load(opts: &mut Options, api_conf: Option<&[u8]>) {
     let outcome = load_from(opts, &confs, &mut |line| os::write_stderr(line));
     if let Some(source) = outcome.abort_after {
         abort_bad_conf(outcome.bad_pairs, source);
-    }
-}
-
-// MOVE TO os.rs: these two functions call libc and depend on the target architecture, which
-// STYLE rule 3 keeps in `os`. They live here only until the owner of os.rs moves them; then this
-// module goes and `load` calls `os::read_link` and `os::conf_symbol`.
-mod os_additions {
-    /// Reads the target of the symbolic link at `path` (NUL-terminated) into `buf`, without a
-    /// NUL; returns its length, or `None` where `path` is missing or not a symbolic link. A
-    /// result of `buf.len()` means the target may have been cut short.
-    pub fn read_link(path: &[u8], buf: &mut [u8]) -> Option<usize> {
-        debug_assert!(path.last() == Some(&0));
-        // SAFETY: `path` is NUL-terminated (checked in debug builds; callers pass literals) and
-        // readlink writes at most `buf.len()` bytes into `buf`.
-        let n = unsafe {
-            libc::readlink(
-                path.as_ptr() as *const libc::c_char,
-                buf.as_mut_ptr() as *mut libc::c_char,
-                buf.len(),
-            )
-        };
-        usize::try_from(n).ok()
-    }
-
-    /// The string of the `const char *hugealloc_conf` a program may define, as jemalloc's
-    /// `malloc_conf`. The reference is weak, so programs that do not define it link and run;
-    /// then, or where the pointer is null, returns `None`. The symbol must be visible to the
-    /// linker of the library: defined in the executable linked against the library (a program
-    /// that only `LD_PRELOAD`s it does not export the symbol), or in the same static link.
-    ///
-    /// The address is taken in assembly, through the GOT: a Rust `extern static` is assumed
-    /// non-null, so the compiler may fold a null check of its address away.
-    #[inline(never)]
-    pub fn conf_symbol() -> Option<&'static [u8]> {
-        let addr: *const *const libc::c_char;
-        // SAFETY: loads the GOT slot of the weak symbol `hugealloc_conf`: its address, or 0
-        // where no object defines it. Reads only the GOT, touches no stack or flags.
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            core::arch::asm!(
-                ".weak hugealloc_conf",
-                "mov {addr}, qword ptr [rip + hugealloc_conf@GOTPCREL]",
-                addr = out(reg) addr,
-                options(pure, readonly, nostack, preserves_flags),
-            );
-        }
-        // SAFETY: as above, with the aarch64 GOT relocations.
-        #[cfg(target_arch = "aarch64")]
-        unsafe {
-            core::arch::asm!(
-                ".weak hugealloc_conf",
-                "adrp {addr}, :got:hugealloc_conf",
-                "ldr {addr}, [{addr}, :got_lo12:hugealloc_conf]",
-                addr = out(reg) addr,
-                options(pure, readonly, nostack, preserves_flags),
-            );
-        }
-        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-        {
-            addr = core::ptr::null();
-        }
-        if addr.is_null() {
-            return None;
-        }
-        // SAFETY: a defined `hugealloc_conf` is a `const char *` variable, so `addr` points to
-        // a readable pointer.
-        let conf = unsafe { addr.read() };
-        if conf.is_null() {
-            return None;
-        }
-        // SAFETY: the program's contract (as for `malloc_conf`): a NUL-terminated string that
-        // lives as long as the program and does not change.
-        unsafe {
-            Some(core::slice::from_raw_parts(
-                conf as *const u8,
-                libc::strlen(conf),
-            ))
-        }
     }
 }
 

@@ -12,6 +12,7 @@ pub mod arena;
 pub mod base;
 pub mod bitmap;
 pub mod bits;
+pub mod c_api;
 pub mod chunk;
 pub mod config;
 pub mod diag;

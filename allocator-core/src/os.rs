@@ -272,3 +272,76 @@ pub fn minor_faults() -> u64 {
         ru.ru_minflt as u64
     }
 }
+
+/// Reads the target of the symbolic link at `path` (NUL-terminated) into `buf`, without a
+/// NUL; returns its length, or `None` where `path` is missing or not a symbolic link. A
+/// result of `buf.len()` means the target may have been cut short.
+pub fn read_link(path: &[u8], buf: &mut [u8]) -> Option<usize> {
+    debug_assert!(path.last() == Some(&0));
+    // SAFETY: `path` is NUL-terminated (checked in debug builds; callers pass literals) and
+    // readlink writes at most `buf.len()` bytes into `buf`.
+    let n = unsafe {
+        libc::readlink(
+            path.as_ptr() as *const libc::c_char,
+            buf.as_mut_ptr() as *mut libc::c_char,
+            buf.len(),
+        )
+    };
+    usize::try_from(n).ok()
+}
+
+/// The string of the `const char *hugealloc_conf` a program may define, as jemalloc's
+/// `malloc_conf`. The reference is weak, so programs that do not define it link and run;
+/// then, or where the pointer is null, returns `None`. The symbol must be visible to the
+/// linker of the library: defined in the executable linked against the library (a program
+/// that only `LD_PRELOAD`s it does not export the symbol), or in the same static link.
+///
+/// The address is taken in assembly, through the GOT: a Rust `extern static` is assumed
+/// non-null, so the compiler may fold a null check of its address away.
+#[inline(never)]
+pub fn conf_symbol() -> Option<&'static [u8]> {
+    let addr: *const *const libc::c_char;
+    // SAFETY: loads the GOT slot of the weak symbol `hugealloc_conf`: its address, or 0
+    // where no object defines it. Reads only the GOT, touches no stack or flags.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::asm!(
+            ".weak hugealloc_conf",
+            "mov {addr}, qword ptr [rip + hugealloc_conf@GOTPCREL]",
+            addr = out(reg) addr,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+    }
+    // SAFETY: as above, with the aarch64 GOT relocations.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        core::arch::asm!(
+            ".weak hugealloc_conf",
+            "adrp {addr}, :got:hugealloc_conf",
+            "ldr {addr}, [{addr}, :got_lo12:hugealloc_conf]",
+            addr = out(reg) addr,
+            options(pure, readonly, nostack, preserves_flags),
+        );
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        addr = core::ptr::null();
+    }
+    if addr.is_null() {
+        return None;
+    }
+    // SAFETY: a defined `hugealloc_conf` is a `const char *` variable, so `addr` points to
+    // a readable pointer.
+    let conf = unsafe { addr.read() };
+    if conf.is_null() {
+        return None;
+    }
+    // SAFETY: the program's contract (as for `malloc_conf`): a NUL-terminated string that
+    // lives as long as the program and does not change.
+    unsafe {
+        Some(core::slice::from_raw_parts(
+            conf as *const u8,
+            libc::strlen(conf),
+        ))
+    }
+}

@@ -419,7 +419,7 @@ fn stats_print_opts() {
         bad(&std::format!("stats_print_opts:{max}a")),
         Problem::OutOfRange
     );
-    for text in ["z", "Jz", "j", "J g", "J,"] {
+    for text in ["z", "Jz", "j", "J g", "J:"] {
         let p = problems(&std::format!("stats_print_opts:{text}"));
         assert_eq!(p[0], Problem::InvalidValue, "{text}");
     }
@@ -611,8 +611,14 @@ fn suggestions() {
     assert_eq!(suggest(b"tcachemax"), Some("tcache_max"));
     assert_eq!(
         suggest(b"dirty_decay"),
+        Some("dirty_decay_ms"),
+        "3 edits from a 14-letter name: within 1 + 14 / 5"
+    );
+    assert_eq!(suggest(b"decay"), None, "too far from every name");
+    assert_eq!(
+        suggest(b"thpp_"),
         None,
-        "too far: 3 edits from a 14-letter name"
+        "2 edits from a 3-letter name: too many"
     );
     assert_eq!(suggest(b"dirty_decay_m"), Some("dirty_decay_ms"));
     assert_eq!(suggest(b"Thp"), Some("thp"));
@@ -779,7 +785,7 @@ fn confirm_conf_prints_sources_and_options() {
     assert_eq!(text, want);
     // Without confirm_conf, nothing is printed.
     let mut n = 0;
-    load_from(&mut Options::DEFAULT, &confs[..1], &mut |_| n += 1);
+    load_from(&mut Options::default(), &confs[..1], &mut |_| n += 1);
     assert_eq!(n, 0);
 }
 
@@ -802,6 +808,28 @@ fn write_options_of_the_defaults() {
 }
 
 #[test]
+fn sizes_render_with_the_largest_exact_suffix() {
+    for (v, text) in [
+        (0, "0"),
+        (1, "1"),
+        (1023, "1023"),
+        (1024, "1KiB"),
+        (1025, "1025"),
+        (3 << 10, "3KiB"),
+        (1536 << 10, "1536KiB"),
+        (1 << 20, "1MiB"),
+        (3 << 20, "3MiB"),
+        (5 << 30, "5GiB"),
+        (7 << 40, "7TiB"),
+        (1 << 50, "1024TiB"),
+    ] {
+        let mut out = Vec::new();
+        Value::Size(v).write(&mut |b| out.extend_from_slice(b));
+        assert_eq!(String::from_utf8(out).unwrap(), text);
+    }
+}
+
+#[test]
 fn the_build_time_default_is_the_one_built_with() {
     // cargo passes the same environment to the build and to the test run: a stale build (the
     // variable not tracked) would differ here.
@@ -813,7 +841,7 @@ fn the_build_time_default_is_the_one_built_with() {
 fn no_symbol_in_this_binary() {
     // The unit-test binary defines no `hugealloc_conf`: the weak reference reads as absent
     // (tests/config.rs defines one and checks it is found).
-    assert_eq!(os_additions::conf_symbol(), None);
+    assert_eq!(crate::os::conf_symbol(), None);
 }
 
 #[test]
@@ -827,21 +855,21 @@ fn read_link_reads_the_target_not_the_contents() {
     std::os::unix::fs::symlink("thp:never,narenas:2", &link).unwrap();
     let c = |p: &std::path::Path| std::format!("{}\0", p.display()).into_bytes();
     let mut buf = [0u8; 64];
-    let n = os_additions::read_link(&c(&link), &mut buf).unwrap();
+    let n = crate::os::read_link(&c(&link), &mut buf).unwrap();
     assert_eq!(&buf[..n], b"thp:never,narenas:2");
     let mut small = [0u8; 4];
     assert_eq!(
-        os_additions::read_link(&c(&link), &mut small),
+        crate::os::read_link(&c(&link), &mut small),
         Some(4),
         "cut short: full buffer"
     );
     assert_eq!(
-        os_additions::read_link(&c(&file), &mut buf),
+        crate::os::read_link(&c(&file), &mut buf),
         None,
         "not a link"
     );
     assert_eq!(
-        os_additions::read_link(&c(&dir.join("missing")), &mut buf),
+        crate::os::read_link(&c(&dir.join("missing")), &mut buf),
         None
     );
     std::fs::remove_dir_all(&dir).unwrap();
