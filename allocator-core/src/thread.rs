@@ -22,6 +22,7 @@ use core::ptr::null_mut;
 
 /// Most arenas a process may have.
 pub const MAX_ARENAS: usize = 256;
+const _: () = assert!(MAX_ARENAS == crate::config::NARENAS_MAX);
 
 const NEW: u8 = 0;
 const INIT: u8 = 1;
