@@ -49,9 +49,13 @@ fn checked(p: *mut u8) -> *mut c_void {
 
 /// Initialises hugealloc when the library is loaded (an ELF constructor of `allocator-ffi`):
 /// the configuration is read and `stats_print` registered even in a program that never
-/// allocates, and the first `malloc` finds everything ready.
+/// allocates, and the first `malloc` finds everything ready. `errno` is kept: the program
+/// starts with 0 there (C11 7.5), while the init meets files that are usually missing
+/// (`/etc/hugealloc.conf`).
 pub fn on_load() {
+    let saved = os::errno();
     thread::ensure_init();
+    os::set_errno(saved);
 }
 
 // ---- the standard and glibc entry points ---------------------------------------------------
@@ -771,7 +775,7 @@ pub static CTL_TABLE: &[CtlRow] = &[
     },
 ];
 
-/// The `stats.<figure>` names come after the table's rows in the numbering of rows.
+/// The prefix of the `stats.<figure>` names, which are numbered after the table's rows.
 const STATS_PREFIX: &[u8] = b"stats.";
 
 /// A name resolved to its row: `id` numbers the table's rows, then the stats figures.

@@ -73,7 +73,9 @@ fn name_mapping(addr: *mut u8, len: usize) {
     const PR_SET_VMA: libc::c_int = 0x53564d41;
     const PR_SET_VMA_ANON_NAME: libc::c_ulong = 0;
     static NAME: &[u8] = b"hugealloc\0";
-    // SAFETY: prctl reads the NUL-terminated static name; failure (EINVAL) is harmless.
+    // A failure (EINVAL) is harmless, but must not leave errno changed by a successful malloc.
+    let saved = errno();
+    // SAFETY: prctl reads the NUL-terminated static name.
     unsafe {
         libc::prctl(
             PR_SET_VMA,
@@ -83,6 +85,7 @@ fn name_mapping(addr: *mut u8, len: usize) {
             NAME.as_ptr() as libc::c_ulong,
         );
     }
+    set_errno(saved);
 }
 
 /// The kinds of advice hugealloc gives the kernel about a range.
@@ -111,16 +114,44 @@ pub fn advise(addr: *mut u8, len: usize, advice: Advice) -> bool {
         Advice::Free => libc::MADV_FREE,
         Advice::Collapse => MADV_COLLAPSE,
     };
+    // A refusal is reported by the result; errno stays as the program left it (C callers of
+    // malloc and free must not see it change).
+    let saved = errno();
     // SAFETY: madvise only changes how the kernel backs a range the caller owns.
-    unsafe { libc::madvise(addr as *mut libc::c_void, len, flag) == 0 }
+    let ok = unsafe { libc::madvise(addr as *mut libc::c_void, len, flag) == 0 };
+    set_errno(saved);
+    ok
 }
 
 /// Writes all of `bytes` to stderr, retrying short writes; errors are ignored.
 pub fn write_stderr(bytes: &[u8]) {
+    write_fd(2, bytes)
+}
+
+/// A close-on-exec duplicate of stderr (stderr itself where `dup` fails).
+pub fn dup_stderr() -> i32 {
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) only creates a descriptor.
+    let fd = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
+    if fd < 0 {
+        2
+    } else {
+        fd
+    }
+}
+
+/// Writes all of `bytes` to descriptor `fd`, retrying short writes; errors are ignored and
+/// `errno` is left as it was.
+pub fn write_fd(fd: i32, bytes: &[u8]) {
+    let saved = errno();
+    write_all(fd, bytes);
+    set_errno(saved);
+}
+
+fn write_all(fd: i32, bytes: &[u8]) {
     let mut rest = bytes;
     while !rest.is_empty() {
         // SAFETY: the pointer and length describe the live slice `rest`.
-        let n = unsafe { libc::write(2, rest.as_ptr() as *const libc::c_void, rest.len()) };
+        let n = unsafe { libc::write(fd, rest.as_ptr() as *const libc::c_void, rest.len()) };
         if n <= 0 {
             if n < 0 && errno() == libc::EINTR {
                 continue;
@@ -230,6 +261,9 @@ pub fn ncpus() -> usize {
 /// Blocks while `*word == expected` (futex wait, private). Spurious wake-ups are possible.
 #[cfg(not(loom))]
 pub fn futex_wait(word: &core::sync::atomic::AtomicU32, expected: u32) {
+    // EAGAIN (the word changed) and EINTR are normal here; a malloc that waited for a lock
+    // must not return with errno changed.
+    let saved = errno();
     // SAFETY: the futex word is a live, aligned u32 for the duration of the call.
     unsafe {
         libc::syscall(
@@ -240,6 +274,7 @@ pub fn futex_wait(word: &core::sync::atomic::AtomicU32, expected: u32) {
             ptr::null::<libc::timespec>(),
         );
     }
+    set_errno(saved);
 }
 
 /// Wakes one waiter blocked in `futex_wait` on `word`.

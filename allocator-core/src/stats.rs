@@ -67,17 +67,29 @@ pub fn stats() -> Stats {
 pub fn write_stats(s: &Stats, out: &mut dyn FnMut(&[u8])) {
     for (name, value, _) in s.fields() {
         let mut m = crate::diag::Msg::new();
-        m.str("stats.").str(name).str(": ").dec(value as u64);
+        m.str("stats.")
+            .str(name)
+            .str(": ")
+            .dec(value as u64)
+            .str("\n");
+        // One write per line, so processes sharing stderr do not interleave inside a line.
         out(m.as_bytes());
-        out(b"\n");
     }
 }
+
+/// The descriptor stats are printed to at exit.
+static STATS_FD: crate::sync::AtomicI32 = crate::sync::AtomicI32::new(2);
 
 /// Hooks printing at exit when `stats_print:true`.
 pub fn at_init(opts: &Options) {
     if opts.stats_print {
+        // Programs (coreutils among them) close stderr in their own exit handlers, which run
+        // before ours: print to a duplicate taken now.
+        STATS_FD.store(crate::os::dup_stderr(), Ordering::Relaxed);
         extern "C" fn print_at_exit() {
-            write_stats(&stats(), &mut |b| crate::os::write_stderr(b));
+            // Relaxed: written once at init, before this handler can run.
+            let fd = STATS_FD.load(Ordering::Relaxed);
+            write_stats(&stats(), &mut |b| crate::os::write_fd(fd, b));
         }
         // SAFETY: registering a plain function; atexit may allocate, which the init allows.
         unsafe { libc::atexit(print_at_exit) };

@@ -104,7 +104,10 @@ pub fn ensure_init() {
     match GLOBAL.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire) {
         Ok(_) => {
             TLS.with(|t| t.in_global_init.set(true));
+            // The init opens files that may be missing (ENOENT): the program must not see it.
+            let saved = crate::os::errno();
             global_init();
+            crate::os::set_errno(saved);
             TLS.with(|t| t.in_global_init.set(false));
             // Release publishes OPTIONS and arena 0 to every thread that sees 2.
             GLOBAL.store(2, Ordering::Release);

@@ -1,0 +1,473 @@
+//! `hugealloc`: runs a program with `libhugealloc.so` preloaded (jemalloc's `jemalloc.sh`),
+//! reports what the system does with transparent huge pages, and prints a pkg-config file.
+//!
+//! An ordinary std program on glibc's allocator: it does not link the library it preloads.
+//! The library is found by `--lib`, then `$HUGEALLOC_LIB`, then next to this executable
+//! (`target/release/libhugealloc.so` beside `target/release/hugealloc`), then in `../lib`.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const LIB_NAME: &str = "libhugealloc.so";
+const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage";
+const PC_TEMPLATE: &str = include_str!("../../hugealloc.pc.in");
+
+const HELP: &str = "\
+hugealloc: run programs under the hugealloc memory allocator
+
+USAGE:
+    hugealloc run [--conf STR] [--stats] [--lib PATH] [--] CMD [ARGS...]
+        Runs CMD with LD_PRELOAD=libhugealloc.so (ahead of any LD_PRELOAD already set),
+        HUGEALLOC_CONF=STR (default: the environment's), and with --stats the statistics
+        printed on stderr at exit (stats_print:true). Exits with CMD's status. Child
+        processes of CMD inherit both variables.
+    hugealloc thp
+        Prints the system's transparent huge page settings, whether an 8 MiB test
+        allocation advised MADV_HUGEPAGE really gets huge pages, and what to change.
+    hugealloc lib [--lib PATH]
+        Prints the path of the library `run` would preload.
+    hugealloc pkg-config [--prefix DIR] [--lib PATH]
+        Prints a hugealloc.pc: for the library found (and this source tree's headers), or
+        for an installation under DIR (DIR/lib, DIR/include).
+    hugealloc version
+    hugealloc --help
+
+The library is looked for in --lib PATH, $HUGEALLOC_LIB, next to this program, then in
+../lib from it. Build it with: cargo build --release -p hugealloc-ffi
+";
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let Some(cmd) = args.first().and_then(|a| a.to_str()) else {
+        eprint!("{HELP}");
+        return ExitCode::from(2);
+    };
+    let rest = &args[1..];
+    let result = match cmd {
+        "run" => run(rest),
+        "thp" => thp(),
+        "lib" => lib_cmd(rest),
+        "pkg-config" => pkg_config(rest),
+        "version" | "--version" | "-V" => {
+            println!("hugealloc {}", env!("CARGO_PKG_VERSION"));
+            Ok(ExitCode::SUCCESS)
+        }
+        "help" | "--help" | "-h" => {
+            print!("{HELP}");
+            Ok(ExitCode::SUCCESS)
+        }
+        other => Err(format!("unknown command `{other}` (see hugealloc --help)")),
+    };
+    match result {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("hugealloc: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Options shared by the subcommands, parsed up to the first non-option (or `--`).
+#[derive(Default)]
+struct Opts {
+    conf: Option<OsString>,
+    stats: bool,
+    lib: Option<PathBuf>,
+    prefix: Option<PathBuf>,
+    /// Index in the arguments where the command starts.
+    command_at: usize,
+}
+
+fn parse_opts(args: &[OsString], allowed: &[&str]) -> Result<Opts, String> {
+    let mut o = Opts::default();
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        let arg = arg.to_string_lossy();
+        if arg == "--" {
+            i += 1;
+            break;
+        }
+        if !arg.starts_with("--") {
+            break;
+        }
+        // `--name=value` or `--name value`.
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) => (n, Some(OsString::from(v))),
+            None => (&*arg, None),
+        };
+        if !allowed.contains(&name) {
+            return Err(format!("unknown option {name} (see hugealloc --help)"));
+        }
+        if name == "--stats" {
+            o.stats = true;
+            i += 1;
+            continue;
+        }
+        let value = match inline {
+            Some(v) => v,
+            None => {
+                i += 1;
+                args.get(i)
+                    .cloned()
+                    .ok_or_else(|| format!("{name} needs a value"))?
+            }
+        };
+        match name {
+            "--conf" => o.conf = Some(value),
+            "--lib" => o.lib = Some(value.into()),
+            _ => o.prefix = Some(value.into()),
+        }
+        i += 1;
+    }
+    o.command_at = i;
+    Ok(o)
+}
+
+/// Finds the library to preload (see the module doc), as an absolute path.
+fn find_lib(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    let mut tried = Vec::new();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(p) = explicit {
+        candidates.push(p.to_path_buf());
+    } else if let Some(p) = std::env::var_os("HUGEALLOC_LIB").filter(|p| !p.is_empty()) {
+        candidates.push(PathBuf::from(p));
+    } else if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        candidates.push(dir.join(LIB_NAME));
+        candidates.push(dir.join("../lib").join(LIB_NAME));
+    }
+    for c in candidates {
+        if c.is_file() {
+            return c
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", c.display()));
+        }
+        tried.push(c.display().to_string());
+    }
+    Err(format!(
+        "cannot find {LIB_NAME} (tried {}); build it with `cargo build --release -p hugealloc-ffi` \
+         or name it with --lib PATH or HUGEALLOC_LIB",
+        tried.join(", ")
+    ))
+}
+
+fn run(args: &[OsString]) -> Result<ExitCode, String> {
+    let o = parse_opts(args, &["--conf", "--stats", "--lib"])?;
+    let Some((program, program_args)) = args[o.command_at..].split_first() else {
+        return Err("run: no command given (hugealloc run [OPTIONS] -- CMD [ARGS...])".into());
+    };
+    let lib = find_lib(o.lib.as_deref())?;
+    let mut preload = lib.clone().into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        // Ours first, so that it wins over any other allocator already preloaded.
+        let others: Vec<&OsStr> = split_preload(&old)
+            .filter(|p| Path::new(p) != lib)
+            .collect();
+        for p in others {
+            preload.push(":");
+            preload.push(p);
+        }
+    }
+    let mut conf = o.conf.or_else(|| std::env::var_os("HUGEALLOC_CONF"));
+    if o.stats {
+        let mut c = conf.unwrap_or_default();
+        if !c.is_empty() {
+            c.push(",");
+        }
+        c.push("stats_print:true");
+        conf = Some(c);
+    }
+    let mut command = Command::new(program);
+    command.args(program_args).env("LD_PRELOAD", &preload);
+    if let Some(c) = conf {
+        command.env("HUGEALLOC_CONF", c);
+    }
+    // exec replaces this process, so CMD's exit status (or signal) is ours.
+    let err = command.exec();
+    let code = if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    eprintln!("hugealloc: cannot run {}: {err}", program.to_string_lossy());
+    Ok(ExitCode::from(code))
+}
+
+/// The entries of an `LD_PRELOAD` value (colon- or space-separated).
+fn split_preload(v: &OsStr) -> impl Iterator<Item = &OsStr> {
+    use std::os::unix::ffi::OsStrExt;
+    v.as_bytes()
+        .split(|&c| c == b':' || c == b' ')
+        .filter(|p| !p.is_empty())
+        .map(OsStr::from_bytes)
+}
+
+fn lib_cmd(args: &[OsString]) -> Result<ExitCode, String> {
+    let o = parse_opts(args, &["--lib"])?;
+    println!("{}", find_lib(o.lib.as_deref())?.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Renders `hugealloc.pc.in`.
+fn pkg_config(args: &[OsString]) -> Result<ExitCode, String> {
+    let o = parse_opts(args, &["--prefix", "--lib"])?;
+    let (prefix, libdir, includedir) = match o.prefix {
+        Some(p) => (
+            p.display().to_string(),
+            "${prefix}/lib".to_string(),
+            "${prefix}/include".to_string(),
+        ),
+        None => {
+            let lib = find_lib(o.lib.as_deref())?;
+            let dir = lib.parent().unwrap_or(Path::new("/")).display().to_string();
+            let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+            (dir.clone(), dir, include.display().to_string())
+        }
+    };
+    let body: String = PC_TEMPLATE
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let pc = body
+        .replace("@prefix@", &prefix)
+        .replace("@libdir@", &libdir)
+        .replace("@includedir@", &includedir)
+        .replace("@version@", env!("CARGO_PKG_VERSION"));
+    print!("{pc}");
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---- thp -----------------------------------------------------------------------------------
+
+/// A sysfs file's contents, trimmed; `None` when missing.
+fn read_setting(name: &str) -> Option<String> {
+    std::fs::read_to_string(Path::new(THP_DIR).join(name))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// The bracketed (active) word of `always [madvise] never`, or the whole value.
+fn active(value: &str) -> &str {
+    match (value.find('['), value.find(']')) {
+        (Some(a), Some(b)) if a < b => &value[a + 1..b],
+        _ => value,
+    }
+}
+
+const MIB: usize = 1 << 20;
+const TEST_LEN: usize = 8 * MIB;
+const PMD: usize = 2 * MIB;
+
+/// What the test allocation got.
+struct Probe {
+    advised: bool,
+    anon_huge_kb: Option<u64>,
+    collapsed_kb: Option<u64>,
+}
+
+/// Maps 8 MiB aligned to 2 MiB, advises `MADV_HUGEPAGE`, touches every page and reads the
+/// mapping's `AnonHugePages` from `/proc/self/smaps`; if that is 0, tries `MADV_COLLAPSE`
+/// (Linux 6.1+) and reads it again.
+fn probe() -> Result<Probe, String> {
+    const MADV_COLLAPSE: libc::c_int = 25;
+    let over = TEST_LEN + PMD;
+    // SAFETY: a fresh anonymous private mapping; it touches no existing memory.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            over,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+    }
+    let start = (raw as usize).next_multiple_of(PMD);
+    let p = start as *mut u8;
+    // SAFETY: [p, p + TEST_LEN) lies inside the mapping made above.
+    let advised = unsafe { libc::madvise(p.cast(), TEST_LEN, libc::MADV_HUGEPAGE) } == 0;
+    for off in (0..TEST_LEN).step_by(4096) {
+        // SAFETY: inside the mapping, which is readable and writable.
+        unsafe { p.add(off).write_volatile(1) };
+    }
+    let anon_huge_kb = anon_huge_pages_kb(start);
+    let mut collapsed_kb = None;
+    if anon_huge_kb == Some(0) {
+        // SAFETY: as madvise above; EINVAL on kernels before 6.1 is harmless.
+        if unsafe { libc::madvise(p.cast(), TEST_LEN, MADV_COLLAPSE) } == 0 {
+            collapsed_kb = anon_huge_pages_kb(start);
+        }
+    }
+    // SAFETY: unmaps exactly the mapping made above; nothing refers to it any more.
+    unsafe { libc::munmap(raw, over) };
+    Ok(Probe {
+        advised,
+        anon_huge_kb,
+        collapsed_kb,
+    })
+}
+
+/// `AnonHugePages` (kB) of the mapping of `/proc/self/smaps` that contains `addr`.
+fn anon_huge_pages_kb(addr: usize) -> Option<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((lo, hi)) = first.split_once('-') {
+            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = lo <= addr && addr < hi;
+                continue;
+            }
+        }
+        if inside {
+            if let Some(v) = line.strip_prefix("AnonHugePages:") {
+                return v.trim().trim_end_matches("kB").trim().parse().ok();
+            }
+        }
+    }
+    None
+}
+
+fn thp() -> Result<ExitCode, String> {
+    println!("transparent huge pages ({THP_DIR}):");
+    let Some(enabled) = read_setting("enabled") else {
+        println!("  not available: {THP_DIR}/enabled is missing (a kernel without");
+        println!("  CONFIG_TRANSPARENT_HUGEPAGE, or a container hiding /sys).");
+        println!("  hugealloc gives no huge page advice here; nothing to change in hugealloc.");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let defrag = read_setting("defrag").unwrap_or_default();
+    let settings = [
+        ("enabled", Some(enabled.clone())),
+        ("defrag", Some(defrag.clone())),
+        ("khugepaged/defrag", read_setting("khugepaged/defrag")),
+        ("hpage_pmd_size", read_setting("hpage_pmd_size")),
+        ("shmem_enabled", read_setting("shmem_enabled")),
+        (
+            "hugepages-2048kB/enabled",
+            read_setting("hugepages-2048kB/enabled"),
+        ),
+    ];
+    for (name, value) in &settings {
+        match value {
+            Some(v) => println!("  {name:<26} {v:<40} -> {}", active(v)),
+            None => println!("  {name:<26} (missing)"),
+        }
+    }
+    let mode = active(&enabled).to_string();
+    let pmd_mode = read_setting("hugepages-2048kB/enabled")
+        .map(|v| active(&v).to_string())
+        .filter(|m| m != "inherit")
+        .unwrap_or_else(|| mode.clone());
+    let pmd_size: Option<usize> = read_setting("hpage_pmd_size").and_then(|v| v.parse().ok());
+
+    println!();
+    let probe = probe()?;
+    let got = probe.anon_huge_kb;
+    print!("test allocation: 8 MiB aligned to 2 MiB");
+    print!(
+        ", madvise(MADV_HUGEPAGE) {}",
+        if probe.advised { "ok" } else { "refused" }
+    );
+    match got {
+        Some(kb) => println!(
+            ", touched: AnonHugePages {kb} kB ({} of {} huge pages)",
+            kb * 1024 / PMD as u64,
+            TEST_LEN / PMD
+        ),
+        None => println!(", touched: AnonHugePages not found in /proc/self/smaps"),
+    }
+    if let Some(kb) = probe.collapsed_kb {
+        println!("  after MADV_COLLAPSE: AnonHugePages {kb} kB");
+    }
+
+    println!();
+    println!("verdict:");
+    let full = (TEST_LEN / 1024) as u64;
+    let huge_ok =
+        got.is_some_and(|kb| kb >= full / 2) || probe.collapsed_kb.is_some_and(|kb| kb > 0);
+    if huge_ok {
+        println!("  huge pages work: advised blocks get them at fault.");
+    } else {
+        println!("  the test allocation got no (or few) huge pages.");
+    }
+    match pmd_mode.as_str() {
+        "never" => {
+            println!("  THP is off (enabled = never): nothing gets huge pages, advised or not.");
+            println!("  to let hugealloc's advised blocks (thp:madvise, blocks of 4 MiB and more) get them:");
+            println!("    echo madvise > {THP_DIR}/enabled");
+            if mode != pmd_mode {
+                println!("    echo inherit > {THP_DIR}/hugepages-2048kB/enabled");
+            }
+        }
+        "madvise" => {
+            println!(
+                "  enabled = madvise: only advised ranges get huge pages, which is what hugealloc"
+            );
+            println!(
+                "  is built for (thp:madvise advises blocks of thp_threshold, 4 MiB, and more;"
+            );
+            println!("  thp:always advises every chunk).");
+        }
+        "always" => {
+            println!(
+                "  enabled = always: every large enough anonymous range may get huge pages, also"
+            );
+            println!(
+                "  chunks of small objects, which can raise RSS. hugealloc's default thp:madvise"
+            );
+            println!(
+                "  does not stop that; HUGEALLOC_CONF=thp:never does (MADV_NOHUGEPAGE per chunk)."
+            );
+            println!("  the setting hugealloc is designed for: echo madvise > {THP_DIR}/enabled");
+        }
+        other => println!("  enabled = {other}: not a mode hugealloc knows."),
+    }
+    match active(&defrag) {
+        "always" => {
+            println!("  defrag = always: every huge page fault may stall for compaction.");
+            println!("    echo defer+madvise > {THP_DIR}/defrag   # stall only for advised ranges");
+        }
+        "madvise" => {
+            println!(
+                "  defrag = madvise: advised ranges compact synchronously at first fault (a stall"
+            );
+            println!(
+                "  where memory is fragmented; HUGEALLOC_CONF=thp:default switches advice off)."
+            );
+        }
+        "defer+madvise" => {
+            println!("  defrag = defer+madvise: advised ranges compact at fault, others in the background.")
+        }
+        "defer" | "never" => {
+            println!(
+                "  defrag = {}: faults never compact, so advised blocks get huge pages only while free",
+                active(&defrag)
+            );
+            println!("  ones exist. for hugealloc: echo madvise > {THP_DIR}/defrag");
+        }
+        _ => {}
+    }
+    if !huge_ok && pmd_mode != "never" {
+        println!("  huge pages are enabled but the test got none: memory may be fragmented or");
+        println!(
+            "  limited (cgroup). try: echo 1 > /proc/sys/vm/compact_memory, see /proc/buddyinfo."
+        );
+    }
+    if let Some(size) = pmd_size.filter(|&s| s != PMD) {
+        println!(
+            "  hpage_pmd_size is {size}, not 2 MiB: hugealloc's 2 MiB chunks do not match it."
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,232 @@
+//! The `hugealloc` launcher: `run` (preload, configuration, stats, exit status), `thp`,
+//! `lib`, `pkg-config` (rendered and used to build a program), `version`, `--help`.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+fn launcher() -> Command {
+    build(); // the launcher finds libhugealloc.so next to itself
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hugealloc"));
+    c.env_remove("HUGEALLOC_CONF")
+        .env_remove("HUGEALLOC_LIB")
+        .env_remove("LD_PRELOAD");
+    c
+}
+
+#[test]
+fn run_with_stats_prints_them() {
+    let out = run_ok(
+        launcher().args(["run", "--stats", "--", "/bin/true"]),
+        "run --stats",
+    );
+    assert!(printed_stats(&out.stderr), "{}", tail(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stderr);
+    for name in [
+        "allocated",
+        "active",
+        "resident",
+        "mapped",
+        "retained",
+        "metadata",
+    ] {
+        assert!(
+            text.contains(&format!("hugealloc: stats.{name}: ")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn run_sets_the_environment_and_keeps_the_exit_status() {
+    let out = run_ok(
+        launcher()
+            .args(["run", "--conf", "thp:never", "--", "sh", "-c"])
+            .arg("echo \"conf=$HUGEALLOC_CONF\"; echo \"preload=$LD_PRELOAD\""),
+        "run --conf",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("conf=thp:never\n"), "{text}");
+    let so = build().so().canonicalize().unwrap();
+    assert!(
+        text.contains(&format!("preload={}\n", so.display())),
+        "{text}"
+    );
+
+    // --stats adds to the configuration; an LD_PRELOAD already set stays, after ours.
+    let out = run_ok(
+        launcher()
+            .env("HUGEALLOC_CONF", "narenas:2")
+            .env("LD_PRELOAD", "/lib/x86_64-linux-gnu/libm.so.6")
+            .args([
+                "run",
+                "--stats",
+                "sh",
+                "-c",
+                "echo \"$HUGEALLOC_CONF|$LD_PRELOAD\"",
+            ]),
+        "run --stats with env",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with(&format!(
+            "narenas:2,stats_print:true|{}:/lib/x86_64-linux-gnu/libm.so.6",
+            so.display()
+        )),
+        "{text}"
+    );
+
+    let status = launcher()
+        .args(["run", "--", "sh", "-c", "exit 7"])
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(7));
+    let status = launcher()
+        .args(["run", "--", "/no/such/program"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(127));
+    let out = launcher()
+        .args(["run", "--lib", "/no/such.so", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot find libhugealloc.so"));
+    let out = launcher()
+        .args(["run", "--bogus", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn thp_reports_the_system_setting() {
+    let out = run_ok(launcher().arg("thp"), "thp");
+    let text = String::from_utf8_lossy(&out.stdout);
+    match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
+        Ok(enabled) => {
+            let mode = enabled
+                .split('[')
+                .nth(1)
+                .and_then(|s| s.split(']').next())
+                .unwrap();
+            assert!(text.contains(&format!("-> {mode}")), "{text}");
+            assert!(text.contains("AnonHugePages"), "{text}");
+            assert!(text.contains(&format!("enabled = {mode}")) || text.contains("THP is off"));
+        }
+        Err(_) => assert!(text.contains("not available"), "{text}"),
+    }
+}
+
+#[test]
+fn version_help_and_lib() {
+    let out = run_ok(launcher().arg("version"), "version");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("hugealloc {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    let out = run_ok(launcher().arg("--help"), "--help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "USAGE",
+        "hugealloc run",
+        "hugealloc thp",
+        "--stats",
+        "--conf",
+    ] {
+        assert!(help.contains(word), "{help}");
+    }
+    let out = run_ok(launcher().arg("lib"), "lib");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        build().so().canonicalize().unwrap().display().to_string()
+    );
+    assert_eq!(launcher().output().unwrap().status.code(), Some(2));
+}
+
+#[test]
+fn pkg_config_file_builds_a_program() {
+    let pkg_config = require("pkg-config", "pkg-config");
+    let dir = scratch("pkg-config");
+    let out = run_ok(launcher().arg("pkg-config"), "pkg-config");
+    std::fs::write(dir.join("hugealloc.pc"), &out.stdout).unwrap();
+    let flags = |args: &[&str]| -> Vec<String> {
+        let out = run_ok(
+            Command::new(&pkg_config)
+                .args(args)
+                .arg("hugealloc")
+                .env("PKG_CONFIG_PATH", &dir),
+            "pkg-config query",
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let cflags = flags(&["--cflags"]);
+    let libs = flags(&["--libs"]);
+    let static_libs = flags(&["--libs", "--static"]);
+    assert!(libs.contains(&"-lhugealloc".to_string()), "{libs:?}");
+    let src = dir.join("prog.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <hugealloc.h>\nint main(void) { const char *v = 0; size_t n = sizeof v;\n  if (mallctl(\"version\", &v, &n, 0, 0)) return 1; printf(\"%s\\n\", v); return 0; }\n",
+    )
+    .unwrap();
+    let b = build();
+    let exe = dir.join("prog");
+    run_ok(
+        Command::new("gcc")
+            .args(&cflags)
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .args(&libs)
+            .arg(format!("-Wl,-rpath,{}", b.profile_dir.display())),
+        "gcc with pkg-config --libs",
+    );
+    let out = run_ok(&mut Command::new(&exe), "prog");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        env!("CARGO_PKG_VERSION")
+    );
+    // Statically: the .a with Libs.private (-l:libhugealloc.a picks the archive).
+    let exe = dir.join("prog-static");
+    let static_libs: Vec<String> = static_libs
+        .into_iter()
+        .map(|f| {
+            if f == "-lhugealloc" {
+                "-l:libhugealloc.a".into()
+            } else {
+                f
+            }
+        })
+        .collect();
+    run_ok(
+        Command::new("gcc")
+            .args(&cflags)
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .args(&static_libs),
+        "gcc with pkg-config --libs --static",
+    );
+    let out = run_ok(&mut Command::new(&exe), "prog-static");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        env!("CARGO_PKG_VERSION")
+    );
+    // An installation prefix.
+    let out = run_ok(
+        launcher().args(["pkg-config", "--prefix", "/opt/ha"]),
+        "pkg-config --prefix",
+    );
+    let pc = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        pc.contains("prefix=/opt/ha\n") && pc.contains("libdir=${prefix}/lib\n"),
+        "{pc}"
+    );
+    assert!(!pc.contains('@'), "{pc}");
+}
