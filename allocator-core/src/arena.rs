@@ -518,6 +518,7 @@ impl Arena {
             self.advise(&mut inner, e, want);
             er.addr
         };
+        self.maybe_decay(&mut inner);
         let s = &mut inner.stats;
         s.huge_nmalloc += 1;
         s.huge_allocated += class_size(class) as u64;
@@ -728,6 +729,7 @@ impl Arena {
         self.advise(inner, e, want);
         inner.stats.page_chunks += 1;
         self.chunk_file(inner, pc);
+        self.maybe_decay(inner);
         Some(pc)
     }
 
