@@ -51,6 +51,18 @@ impl Args {
         }
     }
 
+    /// An error naming the first flag not in `known` (a misspelt flag must not be ignored).
+    pub fn only(&self, known: &[&str]) -> Result<(), String> {
+        match self
+            .flags
+            .iter()
+            .find(|(k, _)| !known.contains(&k.as_str()))
+        {
+            Some((k, _)) => Err(format!("unknown flag --{k} (known here: {known:?})")),
+            None => Ok(()),
+        }
+    }
+
     pub fn has(&self, name: &str) -> bool {
         self.flags.iter().any(|(k, _)| k == name)
     }
@@ -104,5 +116,7 @@ mod tests {
         assert!(Args::parse(["--mib".to_string()].into_iter()).is_err());
         assert!(parse("frag x").number(1u32).is_err());
         assert!(parse("--help").has("help"));
+        assert!(parse("bigbuf --mib 4").only(&["mib"]).is_ok());
+        assert!(parse("bigbuf --thp always").only(&["mib"]).is_err());
     }
 }

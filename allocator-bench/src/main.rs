@@ -42,13 +42,20 @@ fn run() -> Result<(), String> {
     }
     let sub = args.subcommand().unwrap_or("workload").to_string();
     global::check_conf_honoured();
+    let known: &[&str] = match sub.as_str() {
+        "workload" => &[],
+        "bigbuf" => &["mib", "type"],
+        "scipp" => &["rounds", "reps", "chase-mib", "chase-steps"],
+        "frag" => &["keep", "wait-ms"],
+        other => return Err(format!("unknown subcommand {other:?}\n{USAGE}")),
+    };
+    args.only(known)?;
     measure::print_header(&sub);
     match sub.as_str() {
         "workload" => workload::run(&args)?,
         "bigbuf" => bigbuf::run(&args)?,
         "scipp" => scipp::run(&args)?,
-        "frag" => frag::run(&args)?,
-        other => return Err(format!("unknown subcommand {other:?}\n{USAGE}")),
+        _ => frag::run(&args)?,
     }
     measure::print_footer();
     Ok(())

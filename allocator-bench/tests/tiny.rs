@@ -107,6 +107,7 @@ fn bad_arguments_are_refused() {
         &["bigbuf", "--type", "u16"],
         &["frag", "--keep", "0"],
         &["scipp", "--reps", "x"],
+        &["bigbuf", "--thp", "always"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_hugealloc-bench"))
             .args(args)
