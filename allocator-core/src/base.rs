@@ -5,7 +5,7 @@
 
 use crate::os;
 use crate::size_class::CHUNK;
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{AtomicU64, ForkLock, Mutex, Ordering};
 
 const NLISTS: usize = 16;
 
@@ -130,23 +130,9 @@ impl Base {
         g.heads[slot] = node;
     }
 
-    /// The base lock, for `fork` handlers.
-    pub fn lock_for_fork(&self) {
-        self.inner.force_lock();
-    }
-
-    /// # Safety
-    /// After `lock_for_fork`, in the parent.
-    pub unsafe fn unlock_after_fork(&self) {
-        // SAFETY: the caller took the lock through `lock_for_fork`.
-        unsafe { self.inner.force_unlock() }
-    }
-
-    /// # Safety
-    /// Only in a fork child.
-    pub unsafe fn reset_in_child(&self) {
-        // SAFETY: per the caller's contract.
-        unsafe { self.inner.reset_in_child() }
+    /// The lock `fork` handlers take (rank 5).
+    pub fn fork_lock(&self) -> &dyn ForkLock {
+        &self.inner
     }
 }
 

@@ -15,7 +15,7 @@
 use crate::bitmap::Bitmap;
 use crate::os;
 use crate::size_class::{CHUNK, CHUNK_PAGES, LG_CHUNK};
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{AtomicU64, ForkLock, Mutex, Ordering};
 
 pub const STATE_FREE: u8 = 0;
 pub const STATE_HUGE: u8 = 1;
@@ -203,22 +203,9 @@ impl ChunkSource {
         p
     }
 
-    pub fn lock_for_fork(&self) {
-        self.inner.force_lock();
-    }
-
-    /// # Safety
-    /// After `lock_for_fork`, in the parent.
-    pub unsafe fn unlock_after_fork(&self) {
-        // SAFETY: per the caller's contract.
-        unsafe { self.inner.force_unlock() }
-    }
-
-    /// # Safety
-    /// Only in a fork child.
-    pub unsafe fn reset_in_child(&self) {
-        // SAFETY: per the caller's contract.
-        unsafe { self.inner.reset_in_child() }
+    /// The lock `fork` handlers take (rank 4).
+    pub fn fork_lock(&self) -> &dyn ForkLock {
+        &self.inner
     }
 }
 

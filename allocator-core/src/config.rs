@@ -766,18 +766,9 @@ fn parse_millis(text: &[u8]) -> Result<i64, Problem> {
 }
 
 /// Writes an unsigned decimal number.
-fn write_dec(mut v: u64, out: &mut dyn FnMut(&[u8])) {
+fn write_dec(v: u64, out: &mut dyn FnMut(&[u8])) {
     let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out(&tmp[i..]);
+    out(crate::diag::dec_digits(v, &mut tmp));
 }
 
 /// Writes a size with the largest binary suffix that divides it (`4MiB`, `1536KiB`, `4097`).

@@ -35,18 +35,9 @@ impl Msg {
     }
 
     /// Appends an unsigned decimal number.
-    pub fn dec(&mut self, mut v: u64) -> &mut Msg {
+    pub fn dec(&mut self, v: u64) -> &mut Msg {
         let mut tmp = [0u8; 20];
-        let mut i = tmp.len();
-        loop {
-            i -= 1;
-            tmp[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.bytes(&tmp[i..])
+        self.bytes(dec_digits(v, &mut tmp))
     }
 
     /// Appends a signed decimal number.
@@ -92,6 +83,20 @@ impl Msg {
         self.emit();
         os::abort()
     }
+}
+
+/// The decimal digits of `v`, written into the end of `tmp`.
+pub fn dec_digits(mut v: u64, tmp: &mut [u8; 20]) -> &[u8] {
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    &tmp[i..]
 }
 
 impl Default for Msg {

@@ -84,27 +84,30 @@ impl ConfiguredAlloc {
     }
 }
 
-// SAFETY: as for HugeAlloc; the configuration is recorded before the first allocation.
+// SAFETY: forwards to HugeAlloc after recording the configuration, which the first
+// allocation (the global init) applies.
 unsafe impl GlobalAlloc for ConfiguredAlloc {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         self.configure();
-        alloc::alloc(layout.size(), layout.align())
+        // SAFETY: forwarded contract.
+        unsafe { HugeAlloc.alloc(layout) }
     }
     #[inline(always)]
-    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
-        // SAFETY: GlobalAlloc's contract.
-        unsafe { alloc::free(ptr) }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { HugeAlloc.dealloc(ptr, layout) }
     }
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         self.configure();
-        alloc::alloc_zeroed(layout.size(), layout.align())
+        // SAFETY: forwarded contract.
+        unsafe { HugeAlloc.alloc_zeroed(layout) }
     }
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: GlobalAlloc's contract.
-        unsafe { alloc::realloc(ptr, new_size, layout.align()) }
+        // SAFETY: forwarded contract.
+        unsafe { HugeAlloc.realloc(ptr, layout, new_size) }
     }
 }
 

@@ -174,6 +174,33 @@ impl<T> Mutex<T> {
     }
 }
 
+/// A lock the `fork` handlers take without a guard: prepare locks, the parent unlocks, the
+/// child resets. Lets owners of private locks hand them out without exposing the data.
+pub trait ForkLock {
+    /// Leaves the lock held with no guard.
+    fn force_lock(&self);
+    /// # Safety
+    /// The lock is held through `force_lock` by this thread.
+    unsafe fn force_unlock(&self);
+    /// # Safety
+    /// Only in a fork child.
+    unsafe fn reset_in_child(&self);
+}
+
+impl<T> ForkLock for Mutex<T> {
+    fn force_lock(&self) {
+        Mutex::force_lock(self)
+    }
+    unsafe fn force_unlock(&self) {
+        // SAFETY: forwarded contract.
+        unsafe { Mutex::force_unlock(self) }
+    }
+    unsafe fn reset_in_child(&self) {
+        // SAFETY: forwarded contract.
+        unsafe { Mutex::reset_in_child(self) }
+    }
+}
+
 /// Holds a `Mutex` until dropped.
 pub struct MutexGuard<'a, T> {
     mutex: &'a Mutex<T>,

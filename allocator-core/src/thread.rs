@@ -385,15 +385,15 @@ extern "C" fn fork_prepare() {
     for i in 0..narenas() {
         arena(i).lock_all();
     }
-    SOURCE.lock_for_fork();
-    BASE.lock_for_fork();
+    SOURCE.fork_lock().force_lock();
+    BASE.fork_lock().force_lock();
 }
 
 extern "C" fn fork_parent() {
     // SAFETY: fork_prepare took every one of these locks on this thread.
     unsafe {
-        BASE.unlock_after_fork();
-        SOURCE.unlock_after_fork();
+        BASE.fork_lock().force_unlock();
+        SOURCE.fork_lock().force_unlock();
         for i in (0..narenas()).rev() {
             arena(i).unlock_all();
         }
@@ -404,8 +404,8 @@ extern "C" fn fork_parent() {
 extern "C" fn fork_child() {
     // SAFETY: in the child only this thread exists; every lock is reset to free.
     unsafe {
-        BASE.reset_in_child();
-        SOURCE.reset_in_child();
+        BASE.fork_lock().reset_in_child();
+        SOURCE.fork_lock().reset_in_child();
         for i in (0..narenas()).rev() {
             arena(i).reset_locks_in_child();
         }
