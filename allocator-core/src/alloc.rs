@@ -181,6 +181,38 @@ pub unsafe fn free(p: *mut u8) {
     unsafe { free_slow(p) }
 }
 
+/// `free` of a block whose size and alignment the caller knows (Rust's `dealloc`): for small
+/// sizes the class comes from the size, so the pagemap walk is skipped and the push is the
+/// whole cost. The block's real class is checked when it leaves the cache (flush), as
+/// jemalloc's sized free does.
+///
+/// # Safety
+/// As `free`, and `p` was allocated with exactly this `size` and `align` (GlobalAlloc's
+/// contract), so its class is `class_of(size)`.
+#[inline(always)]
+pub unsafe fn free_layout(p: *mut u8, size: usize, align: usize) {
+    let tc = thread::tcache();
+    if !tc.is_null() && size <= FAST_MAX && (align <= 8 || (align <= 16 && size > 8)) {
+        let class = class_of(size);
+        // SAFETY: the thread's own live cache; class < NSMALL <= NBINS.
+        let bin = unsafe { &mut (*tc).bins[class] };
+        let n = bin.count as usize;
+        if n < bin.cap as usize {
+            // SAFETY: n < cap, inside the bin's stack.
+            unsafe {
+                if n > 0 && *bin.items.add(n - 1) == p {
+                    crate::diag::fatal_ptr("double free of", p);
+                }
+                *bin.items.add(n) = p;
+            }
+            bin.count += 1;
+            return;
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free(p) }
+}
+
 /// The generic free path.
 ///
 /// # Safety

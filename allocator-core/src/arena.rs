@@ -27,25 +27,7 @@ use core::ptr::{self, null_mut};
 
 const NFREE_BUCKETS: usize = 64;
 
-/// Per small class: the current slab and the non-full ones.
-pub struct BinState {
-    current: *mut Slab,
-    nonfull: *mut Slab,
-    pub stats: BinStats,
-}
-
-/// Counters of one bin (objects and slabs).
-#[derive(Clone, Copy, Default, Debug)]
-pub struct BinStats {
-    pub nmalloc: u64,
-    pub nfree: u64,
-    pub nslabs: u64,
-    pub nfills: u64,
-    pub nflushes: u64,
-}
-
-// SAFETY: the raw slab pointers are only used under the bin lock.
-unsafe impl Send for BinState {}
+pub use crate::bin::{BinState, BinStats};
 
 pub struct ArenaInner {
     /// Page chunks by longest free run (0..=512 pages).
@@ -84,6 +66,11 @@ pub struct ArenaStats {
     pub dirty_extent_bytes: u64,
     pub clean_extent_bytes: u64,
     pub purged_bytes: u64,
+    /// Bytes purged from chunks that were huge-backed (splitting their huge page), under
+    /// `dirty_max`.
+    pub subreleased_bytes: u64,
+    /// Bytes of chunks collapsed back into huge pages (`thp_collapse`).
+    pub collapsed_bytes: u64,
     pub advised_huge_bytes: u64,
     pub advised_nohuge_bytes: u64,
 }
@@ -91,6 +78,8 @@ pub struct ArenaStats {
 pub struct Arena {
     pub index: u32,
     thp: AtomicU8,
+    /// This arena's own `dirty_decay_ms` (encoded as `DIRTY_DECAY_MS`), or `DECAY_INHERIT`.
+    decay_ms: crate::sync::AtomicU64,
     pub nthreads: AtomicUsize,
     pub bins: [Mutex<BinState>; NSMALL],
     pub inner: Mutex<ArenaInner>,
@@ -103,13 +92,47 @@ static THP_THRESHOLD: AtomicUsize = AtomicUsize::new(4 << 20);
 /// `dirty_decay_ms`: how long freed chunks stay dirty before they are purged (`u64::MAX`: never).
 static DIRTY_DECAY_MS: crate::sync::AtomicU64 = crate::sync::AtomicU64::new(10_000);
 
-/// Sets the decay time every arena follows (negative: never purge on a timer).
+/// An arena's `decay_ms` when it follows `DIRTY_DECAY_MS` (no `ms >= 0` encodes to it).
+const DECAY_INHERIT: u64 = u64::MAX - 1;
+
+/// Milliseconds as stored: negative (never) is `u64::MAX`.
+fn decay_encode(ms: i64) -> u64 {
+    if ms < 0 {
+        u64::MAX
+    } else {
+        ms as u64
+    }
+}
+
+fn decay_decode(raw: u64) -> i64 {
+    i64::try_from(raw).unwrap_or(-1)
+}
+
+/// Sets the decay time every arena without its own follows (negative: never purge on a timer).
 pub fn set_decay_ms(ms: i64) {
     // Relaxed: a tuning value; a racing reader uses the old or the new one.
-    DIRTY_DECAY_MS.store(if ms < 0 { u64::MAX } else { ms as u64 }, Ordering::Relaxed);
+    DIRTY_DECAY_MS.store(decay_encode(ms), Ordering::Relaxed);
+}
+
+/// The decay time of arenas without their own (`arenas.dirty_decay_ms`; -1: never).
+pub fn decay_ms() -> i64 {
+    // Relaxed: as in set_decay_ms.
+    decay_decode(DIRTY_DECAY_MS.load(Ordering::Relaxed))
 }
 
 /// How many arenas have been created.
+/// `dirty_max` (0: no limit) and `thp_collapse`, set once by the init.
+static DIRTY_MAX: crate::sync::plain::AtomicUsize = crate::sync::plain::AtomicUsize::new(0);
+static THP_COLLAPSE: crate::sync::plain::AtomicBool = crate::sync::plain::AtomicBool::new(false);
+
+/// Sets the purging limits every arena follows: `dirty_max` bytes of dirty pages per arena (0:
+/// none) and whether chunks that were split are collapsed again.
+pub fn set_purge_globals(dirty_max: usize, collapse: bool) {
+    // Relaxed: read on the purge path; a change applies from the next pass.
+    DIRTY_MAX.store(dirty_max, Ordering::Relaxed);
+    THP_COLLAPSE.store(collapse, Ordering::Relaxed);
+}
+
 static ARENA_COUNT: AtomicU32 = AtomicU32::new(0);
 
 /// Sets the process-wide THP facts every arena consults.
@@ -202,6 +225,16 @@ pub fn owner_of(p: *mut u8) -> Owner {
     }
 }
 
+/// The slab holding `p`, which the caller says is of small class `class`; aborts naming the
+/// pointer when it is not a small block of that class.
+#[inline]
+pub fn slab_of(p: *mut u8, class: usize) -> *mut Slab {
+    match owner_of(p) {
+        Owner::Small { slab, class: c, .. } if c == class => slab,
+        _ => diag::fatal_ptr("free with a size of another class:", p),
+    }
+}
+
 /// The class of a live block, from the pagemap alone.
 #[inline(always)]
 pub fn class_of_ptr(p: *mut u8) -> usize {
@@ -246,17 +279,7 @@ impl Arena {
             return a;
         }
         #[allow(clippy::declare_interior_mutable_const)]
-        const BIN: Mutex<BinState> = Mutex::new(BinState {
-            current: null_mut(),
-            nonfull: null_mut(),
-            stats: BinStats {
-                nmalloc: 0,
-                nfree: 0,
-                nslabs: 0,
-                nfills: 0,
-                nflushes: 0,
-            },
-        });
+        const BIN: Mutex<BinState> = Mutex::new(BinState::new());
         // SAFETY: `a` is fresh, suitably aligned (64) metadata memory of the right size.
         unsafe {
             ptr::write(
@@ -264,6 +287,7 @@ impl Arena {
                 Arena {
                     index,
                     thp: AtomicU8::new(policy as u8),
+                    decay_ms: crate::sync::AtomicU64::new(DECAY_INHERIT),
                     nthreads: AtomicUsize::new(0),
                     bins: [BIN; NSMALL],
                     inner: Mutex::new(ArenaInner {
@@ -294,78 +318,78 @@ impl Arena {
         self.thp.store(policy as u8, Ordering::Relaxed);
     }
 
+    /// The decay time this arena follows, encoded as `DIRTY_DECAY_MS` (`u64::MAX`: never).
+    fn decay_raw(&self) -> u64 {
+        // Relaxed (both): tuning values; a racing reader uses the old or the new one.
+        match self.decay_ms.load(Ordering::Relaxed) {
+            DECAY_INHERIT => DIRTY_DECAY_MS.load(Ordering::Relaxed),
+            own => own,
+        }
+    }
+
+    /// The decay time this arena follows (`arena.<i>.dirty_decay_ms`; -1: never).
+    pub fn dirty_decay_ms(&self) -> i64 {
+        decay_decode(self.decay_raw())
+    }
+
+    /// Gives this arena a decay time of its own (negative: never purge on a timer).
+    pub fn set_dirty_decay_ms(&self, ms: i64) {
+        // Relaxed: see `decay_raw`.
+        self.decay_ms.store(decay_encode(ms), Ordering::Relaxed);
+    }
+
+    /// Runs a decay pass now (`arena.<i>.decay`): purges the dirty free chunks that have been
+    /// dirty for at least the decay time, however recently the last pass ran. Returns the
+    /// bytes purged.
+    pub fn decay_now(&self) -> usize {
+        let mut inner = self.inner.lock();
+        let before = inner.stats.purged_bytes;
+        // A last pass at time 0 lets `maybe_decay` run whatever its rate limit.
+        inner.last_decay_ms = 0;
+        self.maybe_decay(&mut inner);
+        (inner.stats.purged_bytes - before) as usize
+    }
+
+    /// A decay pass if one is due (the background thread's tick); also how long until the
+    /// next one may be due, in ms (a tenth of the decay time, 100 ms under `dirty_max` alone).
+    pub fn decay_tick(&self) -> u64 {
+        let mut inner = self.inner.lock();
+        self.maybe_decay(&mut inner);
+        match self.decay_raw() {
+            u64::MAX => 100,
+            d => d / 10,
+        }
+    }
+
     // ---- small objects -------------------------------------------------------------------
 
     /// Fills `out` with up to `out.len()` objects of small class `class`; returns how many
     /// (fewer only when out of memory). Takes the bin lock once.
     pub fn bin_fill(&self, class: usize, out: &mut [*mut u8]) -> usize {
-        let mut b = self.bins[class].lock();
-        let mut n = 0;
-        while n < out.len() {
-            let mut slab = b.current;
-            // SAFETY: the current slab, when set, is a live slab of this bin.
-            if slab.is_null() || unsafe { (*slab).is_full() } {
-                slab = b.nonfull;
-                if slab.is_null() {
-                    slab = self.slab_new(class);
-                    if slab.is_null() {
-                        break;
-                    }
-                    b.stats.nslabs += 1;
-                } else {
-                    // SAFETY: non-full slabs are live and listed.
-                    unsafe {
-                        list::remove(&mut b.nonfull, slab);
-                        (*slab).listed = false;
-                    }
-                }
-                b.current = slab;
-            }
-            // SAFETY: `slab` is live and owned by this bin, whose lock we hold.
-            n += unsafe { (*slab).take(&mut out[n..]) };
-        }
-        b.stats.nmalloc += n as u64;
-        b.stats.nfills += 1;
-        n
+        self.bins[class].lock().fill(out, || self.slab_new(class))
     }
 
     /// Returns `ptrs` (all of small class `class`, all owned by this arena) to their slabs,
     /// taking the bin lock once. Aborts on a pointer that is not an object start or is
     /// already free.
     pub fn bin_flush(&self, class: usize, ptrs: &[*mut u8]) {
-        let mut b = self.bins[class].lock();
-        for &p in ptrs {
-            let Owner::Small { slab, .. } = owner_of(p) else {
-                diag::fatal_ptr("free with a size of another class:", p);
-            };
-            // SAFETY: the slab belongs to this bin (same arena and class) and we hold its lock.
-            unsafe {
-                let s = &mut *slab;
-                debug_assert_eq!(s.class as usize, class);
-                let Some(i) = s.index_of(p as usize) else {
-                    diag::fatal_ptr("free of a pointer inside a block (not its start):", p);
-                };
-                let was_full = s.is_full();
-                if !s.give(i) {
-                    diag::fatal_ptr("double free of", p);
-                }
-                if slab == b.current {
-                    continue;
-                }
-                if s.is_empty() {
-                    if s.listed {
-                        list::remove(&mut b.nonfull, slab);
-                    }
-                    b.stats.nslabs -= 1;
-                    self.slab_release(slab);
-                } else if was_full {
-                    list::push(&mut b.nonfull, slab);
-                    s.listed = true;
-                }
+        let mut items = [(null_mut(), null_mut()); crate::tcache::CAP_MAX];
+        for chunk in ptrs.chunks(items.len()) {
+            for (item, &p) in items.iter_mut().zip(chunk) {
+                *item = (p, slab_of(p, class));
             }
+            self.bin_flush_slabs(class, &items[..chunk.len()]);
         }
-        b.stats.nfree += ptrs.len() as u64;
-        b.stats.nflushes += 1;
+    }
+
+    /// As `bin_flush`, with each pointer's slab already looked up (`slab_of`).
+    pub fn bin_flush_slabs(&self, class: usize, items: &[(*mut u8, *mut Slab)]) {
+        let r = self.bins[class]
+            .lock()
+            .flush(items, |s| self.slab_release(s));
+        if let Err((p, what)) = r {
+            diag::fatal_ptr(what, p);
+        }
     }
 
     /// A new slab of `class` (bin lock held; takes the arena lock).
@@ -669,6 +693,7 @@ impl Arena {
                     // SAFETY: pages start..start+n are free in pc.
                     let dirty = unsafe { (*pc).take_pages(start, n) };
                     self.chunk_file(inner, pc);
+                    self.maybe_collapse(inner, pc);
                     return Some((pc, start, dirty));
                 }
                 // SAFETY: as above.
@@ -688,13 +713,135 @@ impl Arena {
     fn pages_free(&self, inner: &mut ArenaInner, pc: *mut PageChunk, start: usize, n: usize) {
         self.chunk_unfile(inner, pc);
         // SAFETY: pages start..start+n of pc belonged to the run being freed.
-        unsafe { (*pc).give_pages(start, n) };
+        unsafe {
+            (*pc).give_pages(start, n);
+            (*pc).last_free_ms = os::now_ms();
+        }
         // SAFETY: as above.
         if unsafe { (*pc).nfree } as usize == CHUNK_PAGES && inner.empty_chunks >= 1 {
             self.page_chunk_release(inner, pc);
         } else {
             self.chunk_file(inner, pc);
+            self.maybe_decay(inner);
         }
+    }
+
+    /// Whether a page chunk's pages sit on a huge page (so purging part of it splits it): the
+    /// chunk of a live page chunk of this arena, read under its lock.
+    fn huge_backed(pc: *mut PageChunk) -> bool {
+        // SAFETY: pc is a live page chunk of this arena (lock held); its extent is live.
+        match unsafe { (*(*pc).extent).advice } {
+            ADVICE_NOHUGE => false,
+            ADVICE_NONE => system_mode() == SystemMode::Always,
+            _ => true,
+        }
+    }
+
+    /// With `thp_collapse`, collapses a chunk split by a partial purge once it is nearly
+    /// full again (7/8 of its pages in use): `MADV_COLLAPSE`, whose failure (an old kernel's
+    /// `EINVAL`, no memory) is harmless and not retried until the next split.
+    fn maybe_collapse(&self, inner: &mut ArenaInner, pc: *mut PageChunk) {
+        // Relaxed: see set_purge_globals.
+        if !THP_COLLAPSE.load(Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: pc is a live page chunk of this arena (lock held).
+        let p = unsafe { &mut *pc };
+        if !p.split || p.nfree as usize * 8 > CHUNK_PAGES {
+            return;
+        }
+        p.split = false;
+        if os::advise(p.addr as *mut u8, CHUNK, os::Advice::Collapse) {
+            inner.stats.collapsed_bytes += CHUNK as u64;
+        }
+    }
+
+    /// Purges the free dirty pages of the page chunks `pick` selects; returns bytes purged.
+    /// Stops once `budget` bytes are purged.
+    fn purge_page_chunks(
+        &self,
+        inner: &mut ArenaInner,
+        budget: usize,
+        mut pick: impl FnMut(*mut PageChunk) -> bool,
+    ) -> usize {
+        let mut purged = 0;
+        let mut b = 0;
+        while let Some(bucket) = inner.chunk_nonempty.next_set(b) {
+            if bucket > CHUNK_PAGES || purged >= budget {
+                break;
+            }
+            let mut pc = inner.chunk_buckets[bucket];
+            while !pc.is_null() && purged < budget {
+                // SAFETY: filed chunks are live; purging does not change their filing.
+                let (next, ndirty) = unsafe { ((*pc).next, (*pc).ndirty_free) };
+                if ndirty > 0 && pick(pc) {
+                    let huge = Self::huge_backed(pc);
+                    // SAFETY: as above; the lock is held.
+                    let bytes = unsafe { (*pc).purge_free_dirty() } * os::PAGE;
+                    if huge {
+                        // SAFETY: as above.
+                        unsafe { (*pc).split = true };
+                        inner.stats.subreleased_bytes += bytes as u64;
+                    }
+                    purged += bytes;
+                }
+                pc = next;
+            }
+            b = bucket + 1;
+        }
+        purged
+    }
+
+    /// Dirty bytes this arena holds: free dirty extents and free dirty pages of page chunks.
+    fn dirty_bytes(&self, inner: &ArenaInner) -> usize {
+        let mut pages = 0usize;
+        let mut b = 0;
+        while let Some(bucket) = inner.chunk_nonempty.next_set(b) {
+            if bucket > CHUNK_PAGES {
+                break;
+            }
+            let mut pc = inner.chunk_buckets[bucket];
+            while !pc.is_null() {
+                // SAFETY: filed chunks are live.
+                unsafe {
+                    pages += (*pc).ndirty_free as usize;
+                    pc = (*pc).next;
+                }
+            }
+            b = bucket + 1;
+        }
+        inner.stats.dirty_extent_bytes as usize + pages * os::PAGE
+    }
+
+    /// Under `dirty_max`, purges until the arena's dirty bytes fit: whole free extents first,
+    /// then free pages of chunks not on huge pages, and only then of huge-backed ones.
+    fn enforce_dirty_max(&self, inner: &mut ArenaInner, limit: usize) -> usize {
+        let dirty = self.dirty_bytes(inner);
+        if dirty <= limit {
+            return 0;
+        }
+        let mut need = dirty - limit;
+        let mut purged = 0;
+        for b in 0..NFREE_BUCKETS {
+            while need > 0 {
+                let e = inner.free_dirty[b];
+                if e.is_null() {
+                    break;
+                }
+                let n = self.purge_extent(inner, e);
+                purged += n;
+                need = need.saturating_sub(n);
+            }
+        }
+        if need > 0 {
+            let n = self.purge_page_chunks(inner, need, |pc| !Self::huge_backed(pc));
+            purged += n;
+            need = need.saturating_sub(n);
+        }
+        if need > 0 {
+            purged += self.purge_page_chunks(inner, need, |_| true);
+        }
+        purged
     }
 
     /// Puts a free chunk to use as a page chunk (filed, all pages free).
@@ -1022,36 +1169,51 @@ impl Arena {
 
     // ---- purging ---------------------------------------------------------------------------
 
-    /// Decay, driven by allocation activity: at most every tenth of the decay time, purge the
-    /// dirty free extents that have been dirty for longer than `dirty_decay_ms`. Whole free
-    /// chunks are the only thing purged, so no huge page is split.
+    /// Decay, driven by allocation activity (and the background thread): at most every tenth
+    /// of the decay time, purge the dirty free extents dirty for longer than `dirty_decay_ms`,
+    /// and the free pages of page chunks quiet that long which no huge page backs. A
+    /// huge-backed chunk is purged in part (split) only when `dirty_max` demands it.
     fn maybe_decay(&self, inner: &mut ArenaInner) {
-        // Relaxed: a tuning value.
-        let decay = DIRTY_DECAY_MS.load(Ordering::Relaxed);
-        if decay == u64::MAX || inner.stats.dirty_extent_bytes == 0 {
+        let decay = self.decay_raw();
+        // Relaxed: see set_purge_globals.
+        let limit = DIRTY_MAX.load(Ordering::Relaxed);
+        if decay == u64::MAX && limit == 0 {
             return;
         }
         let now = os::now_ms();
-        if now.saturating_sub(inner.last_decay_ms) < decay / 10 {
+        let every = if decay == u64::MAX { 100 } else { decay / 10 };
+        if now.saturating_sub(inner.last_decay_ms) < every {
             return;
         }
         inner.last_decay_ms = now;
         let mut purged = 0;
-        for b in 0..NFREE_BUCKETS {
-            let mut e = inner.free_dirty[b];
-            while !e.is_null() {
-                // SAFETY: filed extents are live; `next` is read before e is refiled.
-                let (next, since) = unsafe { ((*e).next, (*e).dirty_since_ms) };
-                if now.saturating_sub(since) >= decay {
-                    purged += self.purge_extent(inner, e);
+        if decay != u64::MAX {
+            // Whole free chunks first: purging them splits nothing.
+            for b in 0..NFREE_BUCKETS {
+                let mut e = inner.free_dirty[b];
+                while !e.is_null() {
+                    // SAFETY: filed extents are live; `next` is read before e is refiled.
+                    let (next, since) = unsafe { ((*e).next, (*e).dirty_since_ms) };
+                    if now.saturating_sub(since) >= decay {
+                        purged += self.purge_extent(inner, e);
+                    }
+                    e = next;
                 }
-                e = next;
             }
+            // Then the free pages of chunks quiet for the decay time, where no huge page
+            // backs them (purging those costs nothing but the page faults of reuse).
+            purged += self.purge_page_chunks(inner, usize::MAX, |pc| {
+                // SAFETY: pc is a live filed page chunk.
+                let quiet = now.saturating_sub(unsafe { (*pc).last_free_ms }) >= decay;
+                quiet && !Self::huge_backed(pc)
+            });
+        }
+        if limit != 0 {
+            purged += self.enforce_dirty_max(inner, limit);
         }
         inner.stats.purged_bytes += purged as u64;
     }
 
-    /// Purges one dirty free extent (filed) and refiles it clean; returns the bytes purged.
     fn purge_extent(&self, inner: &mut ArenaInner, e: *mut Extent) -> usize {
         self.free_unfile(inner, e);
         // SAFETY: e is a live free extent of this arena, now unfiled.
@@ -1065,8 +1227,12 @@ impl Arena {
         len
     }
 
-    /// Purges every dirty free extent (`MADV_DONTNEED`), making it clean. Returns bytes purged.
+    /// Returns the bins' kept empty slabs, then purges every dirty free extent
+    /// (`MADV_DONTNEED`), making it clean. Returns bytes purged.
     pub fn purge_all(&self) -> usize {
+        for bin in &self.bins {
+            bin.lock().drain_empty(|s| self.slab_release(s));
+        }
         let mut inner = self.inner.lock();
         let mut purged = 0;
         for b in 0..NFREE_BUCKETS {
@@ -1140,6 +1306,62 @@ impl Arena {
             }
         }
     }
+}
+
+/// Bytes of arena `index`'s chunks backed by huge pages now: `AnonHugePages` of the mappings
+/// in `/proc/self/smaps` holding its chunks. A mapping holding chunks of several arenas has its
+/// figure shared in proportion to their chunk counts (advice usually splits mappings along
+/// extents, so this is mostly exact). Reads the file: call it on request, not on a hot path.
+pub fn huge_backed_bytes(index: u32) -> u64 {
+    let mut total = 0u64;
+    let (mut mine, mut known) = (0u64, 0u64);
+    crate::os::for_each_line(b"/proc/self/smaps\0", |line| {
+        if let Some((start, end)) = smaps_range(line) {
+            (mine, known) = (0, 0);
+            let mut addr = (start + CHUNK - 1) & !(CHUNK - 1);
+            while addr + CHUNK <= end {
+                let entry = PAGEMAP.get(addr);
+                // SAFETY: tagged entries point at live descriptors (a racing change of
+                // owner only skews this estimate).
+                let owner = unsafe {
+                    match entry & TAG_MASK {
+                        TAG_PAGES => Some((*((entry & !TAG_MASK) as *const PageChunk)).arena),
+                        TAG_EXTENT => Some((*((entry & !TAG_MASK) as *const Extent)).arena),
+                        _ => None,
+                    }
+                };
+                if let Some(a) = owner {
+                    known += 1;
+                    mine += (a == index) as u64;
+                }
+                addr += CHUNK;
+            }
+        } else if let Some(rest) = line.strip_prefix(b"AnonHugePages:") {
+            if mine > 0 {
+                let kib = rest
+                    .iter()
+                    .filter(|c| c.is_ascii_digit())
+                    .fold(0u64, |v, &c| v * 10 + (c - b'0') as u64);
+                total += kib * 1024 * mine / known;
+            }
+        }
+    });
+    total
+}
+
+/// The address range of an smaps mapping header (`start-end perms ...`), else `None`.
+fn smaps_range(line: &[u8]) -> Option<(usize, usize)> {
+    let hex = |s: &[u8]| -> Option<usize> {
+        if s.is_empty() || s.len() > 16 {
+            return None;
+        }
+        s.iter().try_fold(0usize, |v, &c| {
+            Some(v << 4 | (c as char).to_digit(16)? as usize)
+        })
+    };
+    let space = line.iter().position(|&c| c == b' ')?;
+    let dash = line[..space].iter().position(|&c| c == b'-')?;
+    Some((hex(&line[..dash])?, hex(&line[dash + 1..space])?))
 }
 
 fn b_first(bucket: usize) -> usize {

@@ -32,22 +32,23 @@ pub struct Base {
     /// Bytes handed out and not freed.
     pub allocated_bytes: AtomicU64,
     /// The THP advice for metadata chunks (`metadata_thp`), as `thp::ChunkAdvice as u8`.
-    pub advice: core::sync::atomic::AtomicU8,
+    pub advice: crate::sync::plain::AtomicU8,
 }
 
 impl Base {
-    #[cfg(not(loom))]
-    pub const fn new() -> Base {
-        Base {
-            inner: Mutex::new(BaseInner {
-                bump: 0,
-                end: 0,
-                sizes: [0; NLISTS],
-                heads: [core::ptr::null_mut(); NLISTS],
-            }),
-            mapped_bytes: AtomicU64::new(0),
-            allocated_bytes: AtomicU64::new(0),
-            advice: core::sync::atomic::AtomicU8::new(0),
+    crate::sync::const_unless_loom! {
+        pub fn new() -> Base {
+            Base {
+                inner: Mutex::new(BaseInner {
+                    bump: 0,
+                    end: 0,
+                    sizes: [0; NLISTS],
+                    heads: [core::ptr::null_mut(); NLISTS],
+                }),
+                mapped_bytes: AtomicU64::new(0),
+                allocated_bytes: AtomicU64::new(0),
+                advice: crate::sync::plain::AtomicU8::new(0),
+            }
         }
     }
 

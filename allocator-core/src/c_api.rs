@@ -16,11 +16,12 @@
 //!
 //! Nothing here allocates through the global allocator, and nothing can panic: no indexing,
 //! no arithmetic that can overflow, text formatted into fixed stack buffers. The `mallctl`
-//! names live in one table, [`CTL_TABLE`], so the control module can take them over whole.
+//! names, their types and handlers live in `crate::ctl`; the `mallctl` functions here add
+//! only C's conventions (sizes, `oldp`/`newp`, errno values).
 
 use crate::alloc;
+use crate::ctl::{Ctl, CtlValue};
 use crate::os::{self, PAGE};
-use crate::thp::Thp;
 use crate::thread;
 use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use core::ptr::{self, null_mut};
@@ -28,7 +29,7 @@ use core::ptr::{self, null_mut};
 /// `sizeof(void *)`: `posix_memalign`'s alignment unit.
 const PTR_SIZE: usize = core::mem::size_of::<*mut c_void>();
 /// The alignment `malloc` gives every block of 16 bytes or more (glibc's `MALLOC_ALIGNMENT`).
-const MALLOC_ALIGN: usize = 16;
+const MALLOC_ALIGN: usize = crate::ctl::QUANTUM;
 
 /// The null result of a failed allocation, with `errno = ENOMEM`.
 #[cold]
@@ -295,9 +296,14 @@ pub fn mallinfo() -> Mallinfo {
     }
 }
 
-/// glibc's `malloc_stats`: hugealloc's statistics on stderr.
+/// glibc's `malloc_stats`: hugealloc's statistics on stderr (everything, as text).
 pub fn malloc_stats() {
-    crate::stats::write_stats(&crate::stats(), &mut |b| os::write_stderr(b));
+    thread::ensure_init();
+    crate::stats::print_lines(
+        crate::stats::PrintOpts::ALL,
+        thread::options(),
+        &mut |line| os::write_stderr(line),
+    );
 }
 
 // ---- jemalloc's non-standard API -----------------------------------------------------------
@@ -501,376 +507,44 @@ pub unsafe fn sdallocx(p: *mut c_void, size: usize, flags: c_int) {
 }
 
 // ---- mallctl -------------------------------------------------------------------------------
+//
+// The names, their types and handlers live in `crate::ctl`; what follows adds C's
+// conventions only: sizes, `oldp`/`oldlenp`/`newp`, errno values.
 
-/// The C type of a control name's value.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum CtlType {
-    /// An action: no value in either direction (`thread.tcache.flush`).
-    Void,
-    /// `unsigned`.
-    Unsigned,
-    /// `uint64_t`.
-    U64,
-    /// `size_t`.
-    Size,
-    /// `const char *` (a NUL-terminated string that lives as long as the program).
-    Str,
-}
-
-impl CtlType {
-    /// `sizeof` the C type (0 for an action).
-    pub const fn size(self) -> usize {
-        match self {
-            CtlType::Void => 0,
-            CtlType::Unsigned => core::mem::size_of::<c_uint>(),
-            CtlType::U64 => 8,
-            CtlType::Size => core::mem::size_of::<usize>(),
-            CtlType::Str => core::mem::size_of::<*const c_char>(),
-        }
-    }
-}
-
-/// A value read from or written to a control name.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum CtlValue {
-    None,
-    Unsigned(c_uint),
-    U64(u64),
-    Size(usize),
-    Str(*const c_char),
-}
-
-/// What a handler gets: the `<i>` of the name (0 when it has none) and the new value, already
-/// checked against the row's type (`None` when nothing is written).
-pub type CtlHandler = fn(index: usize, new: Option<CtlValue>) -> Result<CtlValue, c_int>;
-
-/// One control name. `name` may contain one `<i>` component, matched by a decimal number
-/// (`MALLCTL_ARENAS_ALL`, 4096, means every arena where the row says so).
-pub struct CtlRow {
-    pub name: &'static str,
-    pub ty: CtlType,
-    pub writable: bool,
-    pub handler: CtlHandler,
-    pub doc: &'static str,
-}
+pub use crate::ctl::{CtlType, CTL_TABLE};
 
 /// jemalloc's `MALLCTL_ARENAS_ALL`: `arena.<i>.*` for every arena.
-pub const MALLCTL_ARENAS_ALL: usize = 4096;
+pub const MALLCTL_ARENAS_ALL: usize = crate::ctl::ARENAS_ALL;
 
-/// The program-lifetime C string for a THP policy name.
-fn thp_cstr(policy: Thp) -> *const c_char {
-    let s: &'static CStr = match policy {
-        Thp::Default => c"default",
-        Thp::Always => c"always",
-        Thp::Madvise => c"madvise",
-        Thp::Never => c"never",
-    };
-    s.as_ptr()
-}
-
-static VERSION: &CStr =
-    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
-        Ok(s) => s,
-        Err(_) => panic!("the version string has an interior NUL"),
-    };
-
-/// Bumped by each write of `epoch` (statistics are always current; the epoch only counts).
-static EPOCH: crate::sync::AtomicU64 = crate::sync::AtomicU64::new(1);
-
-fn ctl_version(_: usize, _: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    Ok(CtlValue::Str(VERSION.as_ptr()))
-}
-
-fn ctl_epoch(_: usize, new: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    use crate::sync::Ordering;
-    if new.is_some() {
-        // Relaxed: a counter with no data behind it (jemalloc refreshes its stats here).
-        EPOCH.fetch_add(1, Ordering::Relaxed);
-    }
-    // Relaxed: as above.
-    Ok(CtlValue::U64(EPOCH.load(Ordering::Relaxed)))
-}
-
-fn unsigned(v: usize) -> CtlValue {
-    CtlValue::Unsigned(c_uint::try_from(v).unwrap_or(c_uint::MAX))
-}
-
-fn ctl_narenas(_: usize, _: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    thread::ensure_init();
-    Ok(unsigned(thread::narenas()))
-}
-
-fn ctl_arenas_create(_: usize, _: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    thread::ensure_init();
-    // The policy `arena.<n>.thp` names for the index this creation will most likely get
-    // (a concurrent creation may take it first; then the new arena has the other's policy).
-    let policy = thread::options().thp_for_arena(thread::narenas());
-    match thread::arena_create(policy) {
-        Some(i) => Ok(unsigned(i)),
-        None => Err(libc::EAGAIN),
-    }
-}
-
-fn ctl_page(_: usize, _: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    Ok(CtlValue::Size(PAGE))
-}
-
-fn ctl_quantum(_: usize, _: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    Ok(CtlValue::Size(MALLOC_ALIGN))
-}
-
-fn ctl_thread_arena(_: usize, new: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    let old = thread::thread_arena_index();
-    if let Some(CtlValue::Unsigned(i)) = new {
-        // As jemalloc: an arena that does not exist is EFAULT.
-        if !thread::set_thread_arena(i as usize) {
-            return Err(libc::EFAULT);
-        }
-    }
-    Ok(unsigned(old))
-}
-
-fn ctl_tcache_flush(_: usize, _: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    thread::flush_thread_cache();
-    Ok(CtlValue::None)
-}
-
-fn ctl_thread_allocated(_: usize, _: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    Ok(CtlValue::U64(thread::TLS.with(|t| t.allocated.get())))
-}
-
-fn ctl_thread_deallocated(_: usize, _: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    Ok(CtlValue::U64(thread::TLS.with(|t| t.deallocated.get())))
-}
-
-fn ctl_arena_purge(i: usize, _: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    thread::ensure_init();
-    if i == MALLCTL_ARENAS_ALL {
-        crate::purge();
-        return Ok(CtlValue::None);
-    }
-    match thread::arena_get(i) {
-        Some(a) => {
-            a.purge_all();
-            Ok(CtlValue::None)
-        }
-        None => Err(libc::EFAULT),
-    }
-}
-
-fn ctl_arena_thp(i: usize, new: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    thread::ensure_init();
-    let Some(a) = thread::arena_get(i) else {
-        return Err(libc::EFAULT);
-    };
-    let old = a.thp();
-    if let Some(CtlValue::Str(s)) = new {
-        if s.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: mallctl's contract: a written `const char *` is a NUL-terminated string.
-        let text = unsafe { CStr::from_ptr(s) }.to_bytes();
-        match Thp::parse(text) {
-            Some(policy) => a.set_thp(policy),
-            None => return Err(libc::EINVAL),
-        }
-    }
-    Ok(CtlValue::Str(thp_cstr(old)))
-}
-
-fn ctl_stats(field: usize, _: Option<CtlValue>) -> Result<CtlValue, c_int> {
-    let s = crate::stats();
-    match s.fields().get(field) {
-        Some(&(_, value, _)) => Ok(CtlValue::Size(value)),
-        None => Err(libc::ENOENT),
-    }
-}
-
-/// Every control name `mallctl` serves (besides `stats.<figure>`, one `size_t` name per
-/// figure of [`crate::Stats`], read-only). Names and meanings follow jemalloc's.
-pub static CTL_TABLE: &[CtlRow] = &[
-    CtlRow {
-        name: "version",
-        ty: CtlType::Str,
-        writable: false,
-        handler: ctl_version,
-        doc: "hugealloc's version",
-    },
-    CtlRow {
-        name: "epoch",
-        ty: CtlType::U64,
-        writable: true,
-        handler: ctl_epoch,
-        doc: "a counter a write advances (statistics are always current)",
-    },
-    CtlRow {
-        name: "arenas.narenas",
-        ty: CtlType::Unsigned,
-        writable: false,
-        handler: ctl_narenas,
-        doc: "arenas created so far",
-    },
-    CtlRow {
-        name: "arenas.create",
-        ty: CtlType::Unsigned,
-        writable: false,
-        handler: ctl_arenas_create,
-        doc: "creates an arena (policy from arena.<i>.thp or thp) and reads its index",
-    },
-    CtlRow {
-        name: "arenas.page",
-        ty: CtlType::Size,
-        writable: false,
-        handler: ctl_page,
-        doc: "the page size",
-    },
-    CtlRow {
-        name: "arenas.quantum",
-        ty: CtlType::Size,
-        writable: false,
-        handler: ctl_quantum,
-        doc: "the alignment of every block of 16 bytes or more",
-    },
-    CtlRow {
-        name: "thread.arena",
-        ty: CtlType::Unsigned,
-        writable: true,
-        handler: ctl_thread_arena,
-        doc: "the calling thread's arena (a write moves the thread; EFAULT if there is no such arena)",
-    },
-    CtlRow {
-        name: "thread.tcache.flush",
-        ty: CtlType::Void,
-        writable: false,
-        handler: ctl_tcache_flush,
-        doc: "flushes the calling thread's cache",
-    },
-    CtlRow {
-        name: "thread.allocated",
-        ty: CtlType::U64,
-        writable: false,
-        handler: ctl_thread_allocated,
-        doc: "bytes the calling thread took from arenas (cache refills count, as jemalloc)",
-    },
-    CtlRow {
-        name: "thread.deallocated",
-        ty: CtlType::U64,
-        writable: false,
-        handler: ctl_thread_deallocated,
-        doc: "bytes the calling thread returned to arenas",
-    },
-    CtlRow {
-        name: "arena.<i>.purge",
-        ty: CtlType::Void,
-        writable: false,
-        handler: ctl_arena_purge,
-        doc: "returns arena i's free dirty memory to the kernel (i = 4096: every arena)",
-    },
-    CtlRow {
-        name: "arena.<i>.thp",
-        ty: CtlType::Str,
-        writable: true,
-        handler: ctl_arena_thp,
-        doc: "arena i's THP policy: always, madvise, never or default (applies to chunks mapped afterwards)",
-    },
-];
-
-/// The prefix of the `stats.<figure>` names, which are numbered after the table's rows.
-const STATS_PREFIX: &[u8] = b"stats.";
-
-/// A name resolved to its row: `id` numbers the table's rows, then the stats figures.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-struct Resolved {
-    id: usize,
-    index: usize,
-    /// The component of `<i>` (for the MIB), if the row has one.
-    index_at: Option<usize>,
-    ncomponents: usize,
-}
-
-/// Parses a decimal number of at most 19 digits.
-fn parse_index(s: &[u8]) -> Option<usize> {
-    if s.is_empty() || s.len() > 19 {
-        return None;
-    }
-    let mut v = 0usize;
-    for &c in s {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v * 10 + usize::from(c - b'0');
-    }
-    Some(v)
-}
-
-/// Matches `name` against a row's pattern; returns the `<i>` value and component.
-fn match_pattern(pattern: &str, name: &[u8]) -> Option<(usize, Option<usize>, usize)> {
-    let mut pat = pattern.as_bytes().split(|&c| c == b'.');
-    let mut parts = name.split(|&c| c == b'.');
-    let mut index = 0;
-    let mut index_at = None;
-    let mut n = 0;
-    loop {
-        match (pat.next(), parts.next()) {
-            (None, None) => return Some((index, index_at, n)),
-            (Some(b"<i>"), Some(part)) => {
-                index = parse_index(part)?;
-                index_at = Some(n);
-            }
-            (Some(p), Some(part)) if p == part => {}
-            _ => return None,
-        }
-        n += 1;
-    }
-}
-
-fn resolve(name: &[u8]) -> Option<Resolved> {
-    for (id, row) in CTL_TABLE.iter().enumerate() {
-        if let Some((index, index_at, ncomponents)) = match_pattern(row.name, name) {
-            return Some(Resolved {
-                id,
-                index,
-                index_at,
-                ncomponents,
-            });
-        }
-    }
-    let figure = name.strip_prefix(STATS_PREFIX)?;
-    let fields = crate::Stats::default().fields();
-    let k = fields.iter().position(|f| f.0.as_bytes() == figure)?;
-    Some(Resolved {
-        id: CTL_TABLE.len() + k,
-        index: k,
-        index_at: None,
-        ncomponents: 2,
-    })
-}
-
-/// The type, writability and handler of a resolved name.
-fn row_of(id: usize) -> Option<(CtlType, bool, CtlHandler)> {
-    match CTL_TABLE.get(id) {
-        Some(row) => Some((row.ty, row.writable, row.handler)),
-        None if id - CTL_TABLE.len() < crate::Stats::default().fields().len() => {
-            Some((CtlType::Size, false, ctl_stats as CtlHandler))
-        }
-        None => None,
-    }
-}
-
-/// Reads a value of type `ty` from `p`.
+/// Reads a value of type `ty` from `p`; `None` for a value C cannot hand over (a null
+/// string, a `bool` other than 0 or 1).
 ///
 /// # Safety
-/// `p` is valid for reading `ty.size()` bytes.
-unsafe fn read_value(ty: CtlType, p: *const c_void) -> CtlValue {
+/// `p` is valid for reading `ty.size()` bytes; a `const char *` read is null or
+/// NUL-terminated and outlives the returned value.
+unsafe fn read_value<'a>(ty: CtlType, p: *const c_void) -> Option<CtlValue<'a>> {
     // SAFETY: p holds ty.size() readable bytes (caller's contract); unaligned reads allowed.
     unsafe {
-        match ty {
+        Some(match ty {
             CtlType::Void => CtlValue::None,
+            CtlType::Bool => match p.cast::<u8>().read() {
+                0 => CtlValue::Bool(false),
+                1 => CtlValue::Bool(true),
+                _ => return None,
+            },
             CtlType::Unsigned => CtlValue::Unsigned(p.cast::<c_uint>().read_unaligned()),
             CtlType::U64 => CtlValue::U64(p.cast::<u64>().read_unaligned()),
+            CtlType::I64 => CtlValue::I64(p.cast::<i64>().read_unaligned()),
             CtlType::Size => CtlValue::Size(p.cast::<usize>().read_unaligned()),
-            CtlType::Str => CtlValue::Str(p.cast::<*const c_char>().read_unaligned()),
-        }
+            CtlType::Str => {
+                let s = p.cast::<*const c_char>().read_unaligned();
+                if s.is_null() {
+                    return None;
+                }
+                // SAFETY: a non-null string written is NUL-terminated (mallctl's contract).
+                CtlValue::Str(CStr::from_ptr(s))
+            }
+        })
     }
 }
 
@@ -878,44 +552,44 @@ unsafe fn read_value(ty: CtlType, p: *const c_void) -> CtlValue {
 ///
 /// # Safety
 /// `p` is valid for writing the size of `v`'s type.
-unsafe fn write_value(v: CtlValue, p: *mut c_void) {
+unsafe fn write_value(v: CtlValue<'static>, p: *mut c_void) {
     // SAFETY: p has room for the value (caller's contract); unaligned writes allowed.
     unsafe {
         match v {
             CtlValue::None => {}
+            CtlValue::Bool(x) => p.cast::<u8>().write(u8::from(x)),
             CtlValue::Unsigned(x) => p.cast::<c_uint>().write_unaligned(x),
             CtlValue::U64(x) => p.cast::<u64>().write_unaligned(x),
+            CtlValue::I64(x) => p.cast::<i64>().write_unaligned(x),
             CtlValue::Size(x) => p.cast::<usize>().write_unaligned(x),
-            CtlValue::Str(x) => p.cast::<*const c_char>().write_unaligned(x),
+            CtlValue::Str(x) => p.cast::<*const c_char>().write_unaligned(x.as_ptr()),
         }
     }
 }
 
-/// The work of `mallctl` once the name is resolved. Every check comes before the handler
-/// runs, so a call that fails has no effect: read-only names written (or actions given a
-/// value either way) are `EPERM`, a `*oldlenp` or `newlen` other than the type's size
+/// `mallctl`'s work once the name is resolved, in C's terms. Every check comes before the
+/// name acts, so a call that fails has no effect: read-only names written (or actions given
+/// a value either way) are `EPERM`, a `*oldlenp` or `newlen` other than the type's size
 /// `EINVAL` (unlike jemalloc, nothing is copied then).
 ///
 /// # Safety
 /// As `mallctl`.
 unsafe fn ctl_call(
-    r: Resolved,
+    c: Ctl,
     oldp: *mut c_void,
     oldlenp: *mut usize,
     newp: *const c_void,
     newlen: usize,
 ) -> c_int {
-    let Some((ty, writable, handler)) = row_of(r.id) else {
-        return libc::ENOENT;
-    };
+    let ty = c.ty();
     let writing = !newp.is_null() || newlen != 0;
-    if writing && !writable {
+    if writing && !c.writable() {
         return libc::EPERM;
     }
-    let reading = !oldp.is_null() && !oldlenp.is_null();
     if ty == CtlType::Void && (!oldp.is_null() || !oldlenp.is_null()) {
         return libc::EPERM;
     }
+    let reading = !oldp.is_null() && !oldlenp.is_null();
     // SAFETY: oldlenp is non-null here, and valid (caller's contract).
     if reading && unsafe { *oldlenp } != ty.size() {
         return libc::EINVAL;
@@ -926,9 +600,12 @@ unsafe fn ctl_call(
         return libc::EINVAL;
     } else {
         // SAFETY: newp holds newlen == ty.size() bytes (caller's contract).
-        Some(unsafe { read_value(ty, newp) })
+        match unsafe { read_value(ty, newp) } {
+            Some(v) => Some(v),
+            None => return libc::EINVAL,
+        }
     };
-    match handler(r.index, new) {
+    match c.call(new) {
         Ok(v) => {
             if reading {
                 // SAFETY: oldp has *oldlenp == ty.size() bytes (checked above).
@@ -936,7 +613,7 @@ unsafe fn ctl_call(
             }
             0
         }
-        Err(e) => e,
+        Err(e) => e.errno(),
     }
 }
 
@@ -960,10 +637,10 @@ pub unsafe fn mallctl(
     }
     // SAFETY: name is NUL-terminated (caller's contract).
     let name = unsafe { CStr::from_ptr(name) }.to_bytes();
-    match resolve(name) {
+    match Ctl::lookup(name) {
         // SAFETY: forwarded contract.
-        Some(r) => unsafe { ctl_call(r, oldp, oldlenp, newp, newlen) },
-        None => libc::ENOENT,
+        Ok(c) => unsafe { ctl_call(c, oldp, oldlenp, newp, newlen) },
+        Err(e) => e.errno(),
     }
 }
 
@@ -979,26 +656,20 @@ pub unsafe fn mallctlnametomib(name: *const c_char, mib: *mut usize, miblenp: *m
     }
     // SAFETY: name is NUL-terminated (caller's contract).
     let name = unsafe { CStr::from_ptr(name) }.to_bytes();
-    let Some(r) = resolve(name) else {
-        return libc::ENOENT;
+    let c = match Ctl::lookup(name) {
+        Ok(c) => c,
+        Err(e) => return e.errno(),
     };
-    // SAFETY: miblenp is valid (caller's contract).
-    let room = unsafe { *miblenp };
-    if room < r.ncomponents {
-        return libc::EINVAL;
+    // SAFETY: miblenp is valid and mib has *miblenp writable entries (caller's contract).
+    let out = unsafe { core::slice::from_raw_parts_mut(mib, *miblenp) };
+    match c.to_mib(out) {
+        Ok(n) => {
+            // SAFETY: as above.
+            unsafe { *miblenp = n };
+            0
+        }
+        Err(e) => e.errno(),
     }
-    for k in 0..r.ncomponents {
-        let v = match r.index_at {
-            Some(at) if at == k => r.index,
-            // The row's id sits in every other component.
-            _ => r.id,
-        };
-        // SAFETY: k < ncomponents <= room entries of mib.
-        unsafe { mib.add(k).write(v) };
-    }
-    // SAFETY: as above.
-    unsafe { *miblenp = r.ncomponents };
-    0
 }
 
 /// `mallctlbymib`: `mallctl` on a MIB from `mallctlnametomib` (with the `<i>` entry possibly
@@ -1019,31 +690,11 @@ pub unsafe fn mallctlbymib(
     }
     // SAFETY: mib has miblen >= 1 readable entries (caller's contract).
     let mib = unsafe { core::slice::from_raw_parts(mib, miblen) };
-    // The id sits in component 0 unless that is the row's `<i>` (no row starts with one).
-    let id = mib.first().copied().unwrap_or(usize::MAX);
-    let (index_at, ncomponents) = match CTL_TABLE.get(id) {
-        Some(row) => {
-            let n = row.name.split('.').count();
-            (row.name.split('.').position(|c| c == "<i>"), n)
-        }
-        None => (None, 2),
-    };
-    if miblen != ncomponents || row_of(id).is_none() {
-        return libc::ENOENT;
+    match Ctl::from_mib(mib) {
+        // SAFETY: forwarded contract.
+        Ok(c) => unsafe { ctl_call(c, oldp, oldlenp, newp, newlen) },
+        Err(e) => e.errno(),
     }
-    let index = match index_at {
-        Some(at) => mib.get(at).copied().unwrap_or(0),
-        None if id >= CTL_TABLE.len() => id - CTL_TABLE.len(),
-        None => 0,
-    };
-    let r = Resolved {
-        id,
-        index,
-        index_at,
-        ncomponents,
-    };
-    // SAFETY: forwarded contract.
-    unsafe { ctl_call(r, oldp, oldlenp, newp, newlen) }
 }
 
 // ---- statistics printing -------------------------------------------------------------------
@@ -1051,100 +702,36 @@ pub unsafe fn mallctlbymib(
 /// jemalloc's `write_cb`: called with a NUL-terminated piece of text.
 pub type WriteCb = unsafe extern "C" fn(cbopaque: *mut c_void, text: *const c_char);
 
-/// Collects text into lines and hands each to the callback, NUL-terminated (or writes it to
-/// stderr when there is no callback). Lines longer than the buffer go in pieces.
-struct LineWriter {
-    cb: Option<WriteCb>,
-    opaque: *mut c_void,
-    buf: [u8; 256],
-    len: usize,
-}
-
-impl LineWriter {
-    fn push(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            if let Some(slot) = self.buf.get_mut(self.len) {
-                *slot = b;
-                self.len += 1;
-            }
-            if b == b'\n' || self.len + 1 >= self.buf.len() {
-                self.flush();
-            }
-        }
-    }
-
-    fn flush(&mut self) {
-        if self.len == 0 {
-            return;
-        }
-        let len = self.len.min(self.buf.len() - 1);
-        match self.cb {
-            Some(cb) => {
-                if let Some(end) = self.buf.get_mut(len) {
-                    *end = 0;
-                }
-                // SAFETY: the callback's contract (jemalloc's): a NUL-terminated string it may
-                // read until it returns, and the opaque pointer the caller gave.
-                unsafe { cb(self.opaque, self.buf.as_ptr().cast()) };
-            }
-            None => os::write_stderr(self.buf.get(..len).unwrap_or(&[])),
-        }
-        self.len = 0;
-    }
-}
-
-/// Decimal digits of `v` into `tmp`; returns the used tail.
-fn decimal(mut v: u64, tmp: &mut [u8; 20]) -> &[u8] {
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        if let Some(d) = tmp.get_mut(i) {
-            *d = b'0' + (v % 10) as u8;
-        }
-        v /= 10;
-        if v == 0 || i == 0 {
-            break;
-        }
-    }
-    tmp.get(i..).unwrap_or(&[])
-}
-
-/// `malloc_stats_print` as jemalloc: writes the statistics through `write_cb(cbopaque, text)`
-/// (stderr when `write_cb` is null). `opts` containing `J` gives one JSON object
-/// (`{"hugealloc":{"version":...,"stats":{"allocated":...}}}`); other letters are accepted and
-/// ignored. The text is formatted in a stack buffer; nothing is allocated.
+/// `malloc_stats_print` as jemalloc: writes the statistics through `write_cb(cbopaque, text)`,
+/// one NUL-terminated line per call (stderr when `write_cb` is null). `opts` holds
+/// `stats_print_opts` letters (`J` JSON; `g`, `m`, `a`, `b`, `l`, `x`, `h` leave parts out;
+/// see `stats::PrintOpts`); other bytes are ignored. Nothing is allocated.
 ///
 /// # Safety
 /// `opts` is null or NUL-terminated; `write_cb`, when given, may be called with `cbopaque`.
 pub unsafe fn stats_print(write_cb: Option<WriteCb>, cbopaque: *mut c_void, opts: *const c_char) {
-    let json = !opts.is_null()
-        // SAFETY: opts is NUL-terminated (caller's contract).
-        && unsafe { CStr::from_ptr(opts) }.to_bytes().contains(&b'J');
-    let mut w = LineWriter {
-        cb: write_cb,
-        opaque: cbopaque,
-        buf: [0; 256],
-        len: 0,
-    };
-    let stats = crate::stats();
-    if json {
-        w.push(b"{\"hugealloc\":{\"version\":\"");
-        w.push(VERSION.to_bytes());
-        w.push(b"\",\"stats\":{");
-        for (k, (name, value, _)) in stats.fields().iter().enumerate() {
-            if k > 0 {
-                w.push(b",");
-            }
-            w.push(b"\"");
-            w.push(name.as_bytes());
-            w.push(b"\":");
-            w.push(decimal(*value as u64, &mut [0; 20]));
-        }
-        w.push(b"}}}\n");
+    let letters = if opts.is_null() {
+        &[][..]
     } else {
-        crate::stats::write_stats(&stats, &mut |b| w.push(b));
+        // SAFETY: opts is NUL-terminated (caller's contract).
+        unsafe { CStr::from_ptr(opts) }.to_bytes()
+    };
+    let opts = crate::stats::PrintOpts::parse(letters);
+    thread::ensure_init();
+    let options = thread::options();
+    match write_cb {
+        Some(cb) => crate::stats::print_lines(opts, options, &mut |line| {
+            let mut buf = [0u8; crate::stats::LINE_MAX + 1];
+            for (slot, &b) in buf.iter_mut().zip(line) {
+                *slot = b;
+            }
+            // SAFETY: the callback's contract (jemalloc's): a NUL-terminated string it may
+            // read until it returns (lines are at most LINE_MAX bytes, so the last byte of
+            // buf stays 0), and the opaque pointer the caller gave.
+            unsafe { cb(cbopaque, buf.as_ptr().cast()) };
+        }),
+        None => crate::stats::print_lines(opts, options, &mut |line| os::write_stderr(line)),
     }
-    w.flush();
 }
 
 #[cfg(test)]
@@ -1178,25 +765,5 @@ mod tests {
                 arena: Some(2)
             }
         );
-    }
-
-    #[test]
-    fn names_resolve() {
-        assert_eq!(resolve(b"version").map(|r| r.id), Some(0));
-        let r = resolve(b"arena.12.purge").unwrap();
-        assert_eq!((r.index, r.index_at, r.ncomponents), (12, Some(1), 3));
-        assert!(resolve(b"arena.x.purge").is_none());
-        assert!(resolve(b"arena..purge").is_none());
-        assert!(resolve(b"arena").is_none());
-        assert!(resolve(b"stats").is_none());
-        assert!(resolve(b"stats.allocated").is_some());
-        assert!(resolve(b"stats.allocated.x").is_none());
-        assert!(resolve(b"").is_none());
-    }
-
-    #[test]
-    fn decimal_digits() {
-        assert_eq!(decimal(0, &mut [0; 20]), b"0");
-        assert_eq!(decimal(u64::MAX, &mut [0; 20]), b"18446744073709551615");
     }
 }

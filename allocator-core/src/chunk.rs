@@ -69,6 +69,11 @@ pub struct PageChunk {
     pub longest: u32,
     /// Free pages that are dirty (touched): resident memory not in use.
     pub ndirty_free: u32,
+    /// Set when free pages were purged while the chunk was huge-backed (the huge page was
+    /// split); cleared when the chunk is collapsed again (`thp_collapse`).
+    pub split: bool,
+    /// When pages were last freed here (ms): decay waits for a quiet chunk.
+    pub last_free_ms: u64,
     /// Bucket list links (arena's chunks by longest free run).
     pub next: *mut PageChunk,
     pub prev: *mut PageChunk,
@@ -116,6 +121,33 @@ impl PageChunk {
         self.longest = self.free.longest_run() as u32;
     }
 
+    /// Purges every free dirty page (`MADV_DONTNEED`, run by run), leaving them clean; returns
+    /// the pages purged. The pages in use are untouched.
+    pub fn purge_free_dirty(&mut self) -> usize {
+        let mut purged = 0;
+        let mut i = 0;
+        while i < CHUNK_PAGES {
+            if !(self.free.get(i) && self.dirty.get(i)) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < CHUNK_PAGES && self.free.get(i) && self.dirty.get(i) {
+                i += 1;
+            }
+            let n = i - start;
+            os::advise(
+                (self.addr + start * os::PAGE) as *mut u8,
+                n * os::PAGE,
+                os::Advice::DontNeed,
+            );
+            self.dirty.clear_range(start, n);
+            purged += n;
+        }
+        self.ndirty_free -= purged as u32;
+        purged
+    }
+
     /// Invariant scan (debug and test builds).
     pub fn check(&self) {
         if cfg!(debug_assertions) {
@@ -148,15 +180,16 @@ const MIN_RESERVE: usize = 16 * CHUNK;
 const MAX_RESERVE: usize = 512 * CHUNK;
 
 impl ChunkSource {
-    #[cfg(not(loom))]
-    pub const fn new() -> ChunkSource {
-        ChunkSource {
-            inner: Mutex::new(SourceInner {
-                next: 0,
-                end: 0,
-                reserve: MIN_RESERVE,
-            }),
-            reserved_bytes: AtomicU64::new(0),
+    crate::sync::const_unless_loom! {
+        pub fn new() -> ChunkSource {
+            ChunkSource {
+                inner: Mutex::new(SourceInner {
+                    next: 0,
+                    end: 0,
+                    reserve: MIN_RESERVE,
+                }),
+                reserved_bytes: AtomicU64::new(0),
+            }
         }
     }
 

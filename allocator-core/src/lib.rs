@@ -7,201 +7,269 @@
 // std is used for `thread_local!` (const init, no destructor) and in tests only.
 extern crate std;
 
-pub mod alloc;
-pub mod arena;
-pub mod base;
-pub mod bitmap;
-pub mod bits;
-pub mod c_api;
-pub mod chunk;
-pub mod config;
-pub mod diag;
-pub mod list;
+// Layer order, bottom up (rustfmt keeps one-line groups as written). Under `--cfg loom` only
+// the layers without process-wide state are built: the loom models drive local instances.
 pub mod os;
-pub mod pagemap;
-pub mod size_class;
-pub mod slab;
-pub mod stats;
+
+pub mod diag;
+
 pub mod sync;
-pub mod tcache;
+
+pub mod bits;
+
+pub mod bitmap;
+
+pub mod size_class;
+
 pub mod thp;
+
+pub mod config;
+
+pub mod pagemap;
+
+pub mod chunk;
+
+pub mod base;
+
+pub mod list;
+
+pub mod slab;
+
+pub mod bin;
+
+pub mod registry;
+
+#[cfg(not(loom))]
+pub mod arena;
+
+#[cfg(not(loom))]
+pub mod tcache;
+
+#[cfg(not(loom))]
 pub mod thread;
 
-use core::alloc::{GlobalAlloc, Layout};
+#[cfg(not(loom))]
+pub mod stats;
 
-pub use stats::{stats, Stats};
-pub use thp::Thp;
+#[cfg(not(loom))]
+pub mod ctl;
 
-/// The allocator, usable as `#[global_allocator] static GLOBAL: HugeAlloc = HugeAlloc;` or
-/// called directly.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HugeAlloc;
+#[cfg(not(loom))]
+pub mod alloc;
 
-impl HugeAlloc {
-    /// The allocator with a configuration string applied at start, after every other source
-    /// (`HUGEALLOC_CONF` included): `static GLOBAL: HugeAlloc = HugeAlloc::with_conf("thp:always");`
-    /// takes effect at the first allocation.
-    pub const fn with_conf(conf: &'static str) -> ConfiguredAlloc {
-        ConfiguredAlloc { conf }
-    }
-}
+#[cfg(not(loom))]
+pub mod c_api;
 
-// SAFETY: every method forwards to the allocator's entry points, which honour the size and
-// alignment of the layout and return null on failure.
-unsafe impl GlobalAlloc for HugeAlloc {
-    #[inline(always)]
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        alloc::alloc(layout.size(), layout.align())
-    }
-    #[inline(always)]
-    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
-        // SAFETY: GlobalAlloc's contract: ptr is a live block from this allocator.
-        unsafe { alloc::free(ptr) }
-    }
-    #[inline]
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        alloc::alloc_zeroed(layout.size(), layout.align())
-    }
-    #[inline]
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: GlobalAlloc's contract: ptr is live with this layout.
-        unsafe { alloc::realloc(ptr, new_size, layout.align()) }
-    }
-}
+pub use thp::{Defrag, SystemMode, Thp, ThpStatus};
 
-/// `HugeAlloc` with a compiled-in configuration string (see `HugeAlloc::with_conf`).
-#[derive(Clone, Copy, Debug)]
-pub struct ConfiguredAlloc {
-    conf: &'static str,
-}
+#[cfg(not(loom))]
+pub use api::*;
 
-impl ConfiguredAlloc {
-    #[inline(always)]
-    fn configure(&self) {
-        if !thread::is_ready() {
-            thread::set_api_conf(self.conf.as_bytes());
+/// The public Rust API (not built under loom, which has no process-wide allocator).
+#[cfg(not(loom))]
+mod api {
+    use crate::{alloc, thread, SystemMode, Thp, ThpStatus};
+    use core::alloc::{GlobalAlloc, Layout};
+
+    pub use crate::ctl::{CtlError, CtlValue};
+    pub use crate::stats::{stats, Stats};
+
+    /// The allocator, usable as `#[global_allocator] static GLOBAL: HugeAlloc = HugeAlloc;` or
+    /// called directly.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct HugeAlloc;
+
+    impl HugeAlloc {
+        /// The allocator with a configuration string applied at start, after every other source
+        /// (`HUGEALLOC_CONF` included): `static GLOBAL: HugeAlloc = HugeAlloc::with_conf("thp:always");`
+        /// takes effect at the first allocation.
+        pub const fn with_conf(conf: &'static str) -> ConfiguredAlloc {
+            ConfiguredAlloc { conf }
         }
     }
-}
 
-// SAFETY: forwards to HugeAlloc after recording the configuration, which the first
-// allocation (the global init) applies.
-unsafe impl GlobalAlloc for ConfiguredAlloc {
-    #[inline(always)]
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        self.configure();
-        // SAFETY: forwarded contract.
-        unsafe { HugeAlloc.alloc(layout) }
-    }
-    #[inline(always)]
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { HugeAlloc.dealloc(ptr, layout) }
-    }
-    #[inline]
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        self.configure();
-        // SAFETY: forwarded contract.
-        unsafe { HugeAlloc.alloc_zeroed(layout) }
-    }
-    #[inline]
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded contract.
-        unsafe { HugeAlloc.realloc(ptr, layout, new_size) }
-    }
-}
-
-/// The usable size of a live block from hugealloc (at least the size asked for).
-///
-/// # Safety
-/// `ptr` is a live block from this allocator.
-pub unsafe fn usable_size(ptr: *const u8) -> usize {
-    // SAFETY: forwarded contract.
-    unsafe { alloc::usable_size(ptr) }
-}
-
-/// Moves the calling thread to arena `i`; false if there is no such arena.
-pub fn thread_set_arena(i: usize) -> bool {
-    thread::set_thread_arena(i)
-}
-
-/// Returns every dirty free chunk of every arena to the kernel; returns the bytes purged.
-pub fn purge() -> usize {
-    thread::ensure_init();
-    thread::flush_thread_cache();
-    (0..thread::narenas())
-        .map(|i| thread::arena(i).purge_all())
-        .sum()
-}
-
-/// A handle on an arena of its own, created at run time with a THP policy. Allocating through
-/// it (it implements `GlobalAlloc`) takes memory from that arena only, bypassing the thread
-/// cache; blocks may be freed through any hugealloc entry point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Arena {
-    index: usize,
-}
-
-impl Arena {
-    /// Creates an arena with `policy`; `None` when the arena table is full or memory short.
-    pub fn new(policy: Thp) -> Option<Arena> {
-        thread::arena_create(policy).map(|index| Arena { index })
+    // SAFETY: every method forwards to the allocator's entry points, which honour the size and
+    // alignment of the layout and return null on failure.
+    unsafe impl GlobalAlloc for HugeAlloc {
+        #[inline(always)]
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            alloc::alloc(layout.size(), layout.align())
+        }
+        #[inline(always)]
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: GlobalAlloc's contract: ptr is a live block from this allocator,
+            // allocated with this layout.
+            unsafe { alloc::free_layout(ptr, layout.size(), layout.align()) }
+        }
+        #[inline]
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            alloc::alloc_zeroed(layout.size(), layout.align())
+        }
+        #[inline]
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: GlobalAlloc's contract: ptr is live with this layout.
+            unsafe { alloc::realloc(ptr, new_size, layout.align()) }
+        }
     }
 
-    /// The handle of existing arena `index`.
-    pub fn from_index(index: usize) -> Option<Arena> {
+    /// `HugeAlloc` with a compiled-in configuration string (see `HugeAlloc::with_conf`).
+    #[derive(Clone, Copy, Debug)]
+    pub struct ConfiguredAlloc {
+        conf: &'static str,
+    }
+
+    impl ConfiguredAlloc {
+        #[inline(always)]
+        fn configure(&self) {
+            if !thread::is_ready() {
+                thread::set_api_conf(self.conf.as_bytes());
+            }
+        }
+    }
+
+    // SAFETY: forwards to HugeAlloc after recording the configuration, which the first
+    // allocation (the global init) applies.
+    unsafe impl GlobalAlloc for ConfiguredAlloc {
+        #[inline(always)]
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            self.configure();
+            // SAFETY: forwarded contract.
+            unsafe { HugeAlloc.alloc(layout) }
+        }
+        #[inline(always)]
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: forwarded contract.
+            unsafe { HugeAlloc.dealloc(ptr, layout) }
+        }
+        #[inline]
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            self.configure();
+            // SAFETY: forwarded contract.
+            unsafe { HugeAlloc.alloc_zeroed(layout) }
+        }
+        #[inline]
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: forwarded contract.
+            unsafe { HugeAlloc.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    /// The system's transparent huge page settings: `enabled` (as read at init), `defrag` and
+    /// whether hugealloc's `MADV_HUGEPAGE` advice has any effect here.
+    pub fn thp_status() -> ThpStatus {
         thread::ensure_init();
-        thread::arena_get(index).map(|_| Arena { index })
+        let enabled = crate::arena::system_mode();
+        let mut buf = [0u8; 128];
+        let defrag =
+            match crate::os::read_file(b"/sys/kernel/mm/transparent_hugepage/defrag\0", &mut buf) {
+                Some(n) => crate::thp::parse_defrag(&buf[..n]),
+                None => crate::thp::Defrag::Unknown,
+            };
+        ThpStatus {
+            enabled,
+            defrag,
+            advice_effective: matches!(enabled, SystemMode::Always | SystemMode::Madvise),
+        }
     }
 
-    /// The arena's index (as in `arena.<i>.*` control names and `MALLOCX_ARENA`).
-    pub fn index(&self) -> usize {
-        self.index
+    /// The usable size of a live block from hugealloc (at least the size asked for).
+    ///
+    /// # Safety
+    /// `ptr` is a live block from this allocator.
+    pub unsafe fn usable_size(ptr: *const u8) -> usize {
+        // SAFETY: forwarded contract.
+        unsafe { alloc::usable_size(ptr) }
     }
 
-    /// The arena's THP policy.
-    pub fn thp(&self) -> Thp {
-        thread::arena(self.index).thp()
+    /// Moves the calling thread to arena `i`; false if there is no such arena.
+    pub fn thread_set_arena(i: usize) -> bool {
+        thread::set_thread_arena(i)
     }
 
-    /// Changes the policy; chunks put to use afterwards get the new advice.
-    pub fn set_thp(&self, policy: Thp) {
-        thread::arena(self.index).set_thp(policy)
+    /// Returns every dirty free chunk of every arena to the kernel; returns the bytes purged.
+    pub fn purge() -> usize {
+        thread::ensure_init();
+        thread::flush_thread_cache();
+        (0..thread::narenas())
+            .map(|i| thread::arena(i).purge_all())
+            .sum()
     }
-}
 
-// SAFETY: allocation honours size and alignment (alloc_in), frees go to the owning arena.
-unsafe impl GlobalAlloc for Arena {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        alloc::alloc_in(
-            Some(self.index),
-            layout.size(),
-            layout.align(),
-            false,
-            false,
-        )
+    /// A handle on an arena of its own, created at run time with a THP policy. Allocating through
+    /// it (it implements `GlobalAlloc`) takes memory from that arena only, bypassing the thread
+    /// cache; blocks may be freed through any hugealloc entry point.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Arena {
+        index: usize,
     }
-    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
-        // SAFETY: GlobalAlloc's contract: ptr is a live block from hugealloc.
-        unsafe { alloc::free_no_cache(ptr) }
+
+    impl Arena {
+        /// Creates an arena with `policy`; `None` when the arena table is full or memory short.
+        pub fn new(policy: Thp) -> Option<Arena> {
+            thread::arena_create(policy).map(|index| Arena { index })
+        }
+
+        /// The handle of existing arena `index`.
+        pub fn from_index(index: usize) -> Option<Arena> {
+            thread::ensure_init();
+            thread::arena_get(index).map(|_| Arena { index })
+        }
+
+        /// The arena's index (as in `arena.<i>.*` control names and `MALLOCX_ARENA`).
+        /// Bytes of this arena's chunks backed by huge pages now (`AnonHugePages` read from
+        /// `/proc/self/smaps`; see `arena::huge_backed_bytes`).
+        pub fn huge_backed_bytes(&self) -> u64 {
+            crate::arena::huge_backed_bytes(self.index as u32)
+        }
+
+        pub fn index(&self) -> usize {
+            self.index
+        }
+
+        /// The arena's THP policy.
+        pub fn thp(&self) -> Thp {
+            thread::arena(self.index).thp()
+        }
+
+        /// Changes the policy; chunks put to use afterwards get the new advice.
+        pub fn set_thp(&self, policy: Thp) {
+            thread::arena(self.index).set_thp(policy)
+        }
     }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        alloc::alloc_in(Some(self.index), layout.size(), layout.align(), true, false)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: GlobalAlloc's contract: ptr is live with this layout.
-        unsafe {
-            if alloc::resize_in_place(ptr, new_size, layout.align()) >= new_size
-                && alloc::good_size(new_size, layout.align()) == Some(alloc::usable_size(ptr))
-            {
-                return ptr;
+
+    // SAFETY: allocation honours size and alignment (alloc_in), frees go to the owning arena.
+    unsafe impl GlobalAlloc for Arena {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            alloc::alloc_in(
+                Some(self.index),
+                layout.size(),
+                layout.align(),
+                false,
+                false,
+            )
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+            // SAFETY: GlobalAlloc's contract: ptr is a live block from hugealloc.
+            unsafe { alloc::free_no_cache(ptr) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            alloc::alloc_in(Some(self.index), layout.size(), layout.align(), true, false)
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: GlobalAlloc's contract: ptr is live with this layout.
+            unsafe {
+                if alloc::resize_in_place(ptr, new_size, layout.align()) >= new_size
+                    && alloc::good_size(new_size, layout.align()) == Some(alloc::usable_size(ptr))
+                {
+                    return ptr;
+                }
+                let q = alloc::alloc_in(Some(self.index), new_size, layout.align(), false, false);
+                if !q.is_null() {
+                    core::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
+                    alloc::free_no_cache(ptr);
+                }
+                q
             }
-            let q = alloc::alloc_in(Some(self.index), new_size, layout.align(), false, false);
-            if !q.is_null() {
-                core::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
-                alloc::free_no_cache(ptr);
-            }
-            q
         }
     }
 }

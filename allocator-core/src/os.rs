@@ -191,6 +191,31 @@ pub fn now_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
+/// Sleeps the calling thread for `ms` milliseconds (an interrupted sleep just ends early).
+pub fn sleep_ms(ms: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    // SAFETY: nanosleep reads the local timespec; the remainder pointer may be null.
+    unsafe { libc::nanosleep(&ts, core::ptr::null_mut()) };
+}
+
+/// Starts a detached thread running `f(null)`; false when the system refuses. `pthread_create`
+/// allocates (its stack and TLS): call it only where a nested allocation is served.
+pub fn spawn_detached(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void) -> bool {
+    let saved = errno();
+    // SAFETY: a zeroed pthread_t is a valid out slot; null attributes are the defaults; the
+    // thread is detached at once so nothing has to join it.
+    let ok = unsafe {
+        let mut t: libc::pthread_t = core::mem::zeroed();
+        let rc = libc::pthread_create(&mut t, core::ptr::null(), f, core::ptr::null_mut());
+        rc == 0 && libc::pthread_detach(t) == 0
+    };
+    set_errno(saved);
+    ok
+}
+
 /// Reads up to `buf.len()` bytes of the file at `path` (NUL-terminated) into `buf`;
 /// returns the number read, or `None` where the file cannot be opened.
 pub fn read_file(path: &[u8], buf: &mut [u8]) -> Option<usize> {
@@ -226,6 +251,63 @@ pub fn read_file(path: &[u8], buf: &mut [u8]) -> Option<usize> {
     // SAFETY: fd was opened above and is closed once.
     unsafe { libc::close(fd) };
     Some(len)
+}
+
+/// Calls `f` with each line (without its newline) of the file at `path` (NUL-terminated),
+/// reading through a stack buffer of 4 KiB; a line longer than that is cut into pieces.
+/// False where the file cannot be opened. Preserves `errno`.
+pub fn for_each_line(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
+    debug_assert!(path.last() == Some(&0));
+    let saved = errno();
+    // SAFETY: `path` is NUL-terminated (checked in debug builds; all callers pass literals).
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr() as *const libc::c_char,
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        set_errno(saved);
+        return false;
+    }
+    let mut buf = [0u8; 4096];
+    let mut len = 0;
+    loop {
+        // SAFETY: reads into the unfilled tail of `buf`.
+        let n = unsafe {
+            libc::read(
+                fd,
+                buf[len..].as_mut_ptr() as *mut libc::c_void,
+                buf.len() - len,
+            )
+        };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            if len > 0 {
+                f(&buf[..len]);
+            }
+            break;
+        }
+        len += n as usize;
+        let mut start = 0;
+        while let Some(nl) = buf[start..len].iter().position(|&c| c == b'\n') {
+            f(&buf[start..start + nl]);
+            start += nl + 1;
+        }
+        if start == 0 && len == buf.len() {
+            f(&buf[..len]);
+            len = 0;
+        } else {
+            buf.copy_within(start..len, 0);
+            len -= start;
+        }
+    }
+    // SAFETY: fd was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    set_errno(saved);
+    true
 }
 
 /// Reads an environment variable without allocating, ignoring it in set-uid programs

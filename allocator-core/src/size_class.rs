@@ -144,6 +144,20 @@ pub static SLAB_OBJS: [u16; NSMALL] = {
     t
 };
 
+/// Per small class: `ceil(2^32 / size)`, so that `(off * DIV_MAGIC[c]) >> 32 == off / size`
+/// for every multiple `off` of the size inside a slab (the slab index without a divide).
+pub static DIV_MAGIC: [u32; NSMALL] = {
+    let mut t = [0u32; NSMALL];
+    let mut i = 0;
+    while i < NSMALL {
+        t[i] = (1u64 << 32).div_ceil(class_size(i) as u64) as u32;
+        i += 1;
+    }
+    t
+};
+// The magic is exact for offsets below 2^32 / 1: every slab is far smaller.
+const _: () = assert!(16 * PAGE < 1 << 31);
+
 /// Per class: the class size (the first `HUGE_FIRST` classes; huge sizes are computed).
 pub static SIZES: [u32; HUGE_FIRST] = {
     let mut t = [0u32; HUGE_FIRST];

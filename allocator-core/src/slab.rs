@@ -4,7 +4,7 @@
 //! bin's lock.
 
 use crate::bitmap::Bitmap;
-use crate::size_class::{class_size, SLAB_MAX_OBJS, SLAB_OBJS};
+use crate::size_class::{class_size, DIV_MAGIC, SLAB_MAX_OBJS, SLAB_OBJS};
 
 #[repr(C)]
 pub struct Slab {
@@ -13,6 +13,9 @@ pub struct Slab {
     pub arena: u32,
     pub nfree: u32,
     pub nobjs: u32,
+    /// The object size and its `DIV_MAGIC`, kept here so `index_of` reads one cache line.
+    pub size: u32,
+    pub magic: u32,
     /// Bin list links (non-full slabs).
     pub next: *mut Slab,
     pub prev: *mut Slab,
@@ -29,6 +32,8 @@ impl Slab {
         self.class = class as u32;
         self.arena = arena;
         self.nobjs = nobjs as u32;
+        self.size = class_size(class) as u32;
+        self.magic = DIV_MAGIC[class];
         self.nfree = nobjs as u32;
         self.next = core::ptr::null_mut();
         self.prev = core::ptr::null_mut();
@@ -40,7 +45,7 @@ impl Slab {
     /// Takes up to `out.len()` free objects into `out`; returns how many.
     #[inline]
     pub fn take(&mut self, out: &mut [*mut u8]) -> usize {
-        let size = class_size(self.class as usize);
+        let size = self.size as usize;
         let mut n = 0;
         let mut from = 0;
         while n < out.len() {
@@ -60,12 +65,14 @@ impl Slab {
     #[inline]
     pub fn index_of(&self, p: usize) -> Option<usize> {
         let off = p.wrapping_sub(self.addr);
-        let size = class_size(self.class as usize);
-        let i = off / size;
-        if !off.is_multiple_of(size) || i >= self.nobjs as usize {
+        let size = self.size as usize;
+        if off >= self.nobjs as usize * size {
             return None;
         }
-        Some(i)
+        // A multiply instead of a divide (see `DIV_MAGIC`); exact for multiples of the size,
+        // so a pointer between objects gives an `i` whose start differs from it.
+        let i = ((off as u64 * self.magic as u64) >> 32) as usize;
+        (i * size == off).then_some(i)
     }
 
     /// Returns object `i` to the slab. Returns false if it was already free (a double free).
@@ -102,6 +109,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn index_of_matches_division_for_every_class() {
+        for class in 0..crate::size_class::NSMALL {
+            // SAFETY: Slab is plain data; all-zero is a valid (empty) value before init.
+            let mut s: Slab = unsafe { core::mem::zeroed() };
+            s.init(0x200000, class, 0);
+            let size = class_size(class);
+            for off in 0..s.nobjs as usize * size {
+                let want = (off % size == 0).then_some(off / size);
+                assert_eq!(
+                    s.index_of(0x200000 + off),
+                    want,
+                    "class {class} offset {off}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn take_give_double_free() {
         // SAFETY: Slab is plain data; all-zero is a valid (empty) value before init.
         let mut s: Slab = unsafe { core::mem::zeroed() };
@@ -113,6 +138,8 @@ mod tests {
         assert_eq!(out[1] as usize, 0x10000 + 48);
         assert_eq!(s.index_of(0x10000 + 48), Some(1));
         assert_eq!(s.index_of(0x10000 + 47), None);
+        assert_eq!(s.index_of(0x10000 - 48), None);
+        assert_eq!(s.index_of(0x10000 + 48 * s.nobjs as usize), None);
         assert!(s.give(1));
         assert!(!s.give(1));
         s.check();

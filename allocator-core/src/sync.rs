@@ -25,6 +25,28 @@ pub use core::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
+/// Defines a constructor that is `const` in ordinary builds and a plain `fn` under loom, whose
+/// atomics cannot be built in a `const` context (crossbeam's pattern): one body for both.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! const_unless_loom {
+    ($(#[$m:meta])* $v:vis fn $name:ident($($arg:ident: $t:ty),*) -> $ret:ty $body:block) => {
+        #[cfg(not(loom))]
+        $(#[$m])* $v const fn $name($($arg: $t),*) -> $ret $body
+        #[cfg(loom)]
+        $(#[$m])* $v fn $name($($arg: $t),*) -> $ret $body
+    };
+}
+pub use const_unless_loom;
+
+/// Atomics for process-wide statics that hold settings or statistics and take part in no
+/// protocol a loom model checks: always `core`'s, so they can sit in `static`s in every build.
+pub mod plain {
+    pub use core::sync::atomic::{
+        AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    };
+}
+
 /// `core::cell::UnsafeCell` with loom's closure-based access API, so code is written once.
 #[cfg(not(loom))]
 #[derive(Debug)]
@@ -65,22 +87,13 @@ unsafe impl<T: Send> Sync for Mutex<T> {}
 unsafe impl<T: Send> Send for Mutex<T> {}
 
 impl<T> Mutex<T> {
-    #[cfg(not(loom))]
-    pub const fn new(value: T) -> Mutex<T> {
-        Mutex {
-            state: AtomicU32::new(0),
-            contended: AtomicU64::new(0),
-            value: UnsafeCell::new(value),
-        }
-    }
-
-    /// loom's constructors are not `const`.
-    #[cfg(loom)]
-    pub fn new(value: T) -> Mutex<T> {
-        Mutex {
-            state: AtomicU32::new(0),
-            contended: AtomicU64::new(0),
-            value: UnsafeCell::new(value),
+    const_unless_loom! {
+        pub fn new(value: T) -> Mutex<T> {
+            Mutex {
+                state: AtomicU32::new(0),
+                contended: AtomicU64::new(0),
+                value: UnsafeCell::new(value),
+            }
         }
     }
 
@@ -112,7 +125,8 @@ impl<T> Mutex<T> {
     fn lock_slow(&self) {
         // Relaxed: a statistic only.
         self.contended.fetch_add(1, Ordering::Relaxed);
-        for _ in 0..100 {
+        // Under loom each spin is a scheduling point: one is enough to model the race.
+        for _ in 0..if cfg!(loom) { 1 } else { 100 } {
             // Relaxed probe; the CAS below acquires.
             if self.state.load(Ordering::Relaxed) == 0
                 // Acquire pairs with the Release store in `unlock`.
@@ -260,16 +274,11 @@ pub struct Once {
 }
 
 impl Once {
-    #[cfg(not(loom))]
-    pub const fn new() -> Once {
-        Once {
-            state: AtomicU8::new(0),
-        }
-    }
-    #[cfg(loom)]
-    pub fn new() -> Once {
-        Once {
-            state: AtomicU8::new(0),
+    const_unless_loom! {
+        pub fn new() -> Once {
+            Once {
+                state: AtomicU8::new(0),
+            }
         }
     }
 

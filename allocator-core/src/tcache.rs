@@ -10,6 +10,7 @@
 
 use crate::arena::{self, Arena, Owner};
 use crate::base::BASE;
+use crate::bin;
 use crate::size_class::*;
 use core::ptr::null_mut;
 
@@ -220,34 +221,41 @@ impl Tcache {
 }
 
 /// Returns `items` (all of class `class`, possibly from several arenas) to their arenas,
-/// taking each arena's bin lock once per group. Reorders `items`.
+/// taking each arena's bin lock once per group. Each pointer's owner is looked up once (and
+/// checked to be of `class`: a sized free with a wrong size aborts here).
 pub fn flush_items(class: usize, items: &mut [*mut u8]) {
-    let mut rest = items;
-    while !rest.is_empty() {
-        let first = arena::owner_of(rest[0]);
-        let home = arena::arena_index_of(&first);
-        // Partition: this arena's items to the front.
-        let mut k = 0;
-        for i in 0..rest.len() {
-            let o = arena::owner_of(rest[i]);
-            if arena::arena_index_of(&o) == home {
-                rest.swap(i, k);
-                k += 1;
-            }
-        }
-        let (mine, others) = rest.split_at_mut(k);
-        let a = crate::thread::arena(home as usize);
+    for batch in items.chunks_mut(CAP_MAX) {
         if is_small(class) {
-            a.bin_flush(class, mine);
-        } else {
-            for &p in mine.iter() {
-                match arena::owner_of(p) {
-                    Owner::Large { chunk, page, .. } => a.large_free(chunk, page),
-                    _ => crate::diag::fatal_ptr("free with a size of another class:", p),
-                }
+            let mut pairs = [(null_mut(), null_mut()); CAP_MAX];
+            let pairs = &mut pairs[..batch.len()];
+            for (pair, &p) in pairs.iter_mut().zip(batch.iter()) {
+                *pair = (p, arena::slab_of(p, class));
             }
+            bin::for_each_group(
+                pairs,
+                // SAFETY: slab_of returned live slabs.
+                |&(_, s)| unsafe { (*s).arena },
+                |home, group| crate::thread::arena(home as usize).bin_flush_slabs(class, group),
+            );
+        } else {
+            bin::for_each_group(
+                batch,
+                |&p| arena::arena_index_of(&arena::owner_of(p)),
+                |home, group| {
+                    let a = crate::thread::arena(home as usize);
+                    for &p in group.iter() {
+                        match arena::owner_of(p) {
+                            Owner::Large {
+                                chunk,
+                                page,
+                                class: c,
+                            } if c == class => a.large_free(chunk, page),
+                            _ => crate::diag::fatal_ptr("free with a size of another class:", p),
+                        }
+                    }
+                },
+            );
         }
-        rest = others;
     }
 }
 

@@ -76,6 +76,48 @@ pub fn parse_system_mode(text: &[u8]) -> SystemMode {
     }
 }
 
+/// `/sys/kernel/mm/transparent_hugepage/defrag`: how hard a fault on an advised range tries
+/// to get a huge page (`Madvise` and `Always` compact synchronously: the stall of the scipp
+/// report).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Defrag {
+    Always,
+    Defer,
+    DeferMadvise,
+    Madvise,
+    Never,
+    Unknown,
+}
+
+/// Parses the contents of the `defrag` file (the bracketed word is the active one).
+pub fn parse_defrag(text: &[u8]) -> Defrag {
+    let Some(open) = text.iter().position(|&c| c == b'[') else {
+        return Defrag::Unknown;
+    };
+    let Some(len) = text[open + 1..].iter().position(|&c| c == b']') else {
+        return Defrag::Unknown;
+    };
+    match &text[open + 1..open + 1 + len] {
+        b"always" => Defrag::Always,
+        b"defer" => Defrag::Defer,
+        b"defer+madvise" => Defrag::DeferMadvise,
+        b"madvise" => Defrag::Madvise,
+        b"never" => Defrag::Never,
+        _ => Defrag::Unknown,
+    }
+}
+
+/// The system's THP settings and what they mean for hugealloc's advice.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ThpStatus {
+    /// `enabled`, read once at init.
+    pub enabled: SystemMode,
+    /// `defrag`, read on each call.
+    pub defrag: Defrag,
+    /// Whether `MADV_HUGEPAGE` advice changes anything (`enabled` is `always` or `madvise`).
+    pub advice_effective: bool,
+}
+
 /// What to tell the kernel about a chunk run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ChunkAdvice {
@@ -118,6 +160,21 @@ pub const fn advice_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defrag_words() {
+        assert_eq!(
+            parse_defrag(b"always defer [defer+madvise] madvise never\n"),
+            Defrag::DeferMadvise
+        );
+        assert_eq!(
+            parse_defrag(b"always defer defer+madvise [madvise] never"),
+            Defrag::Madvise
+        );
+        assert_eq!(parse_defrag(b"[never]"), Defrag::Never);
+        assert_eq!(parse_defrag(b""), Defrag::Unknown);
+        assert_eq!(parse_defrag(b"[bogus]"), Defrag::Unknown);
+    }
 
     #[test]
     fn policy_names_round_trip() {

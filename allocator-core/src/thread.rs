@@ -14,7 +14,8 @@ use crate::arena::Arena;
 use crate::base::BASE;
 use crate::chunk::SOURCE;
 use crate::config::Options;
-use crate::sync::{AtomicPtr, AtomicU8, AtomicUsize, Mutex, Ordering};
+use crate::sync::plain::{AtomicPtr, AtomicUsize};
+use crate::sync::{Mutex, Once, Ordering};
 use crate::tcache::Tcache;
 use crate::thp::{SystemMode, Thp};
 use core::cell::Cell;
@@ -64,8 +65,8 @@ static NARENAS: AtomicUsize = AtomicUsize::new(0);
 static NARENAS_AUTO: AtomicUsize = AtomicUsize::new(1);
 static REGISTRY: Mutex<()> = Mutex::new(());
 
-/// 0 not started, 1 running, 2 done.
-static GLOBAL: AtomicU8 = AtomicU8::new(0);
+/// The one-time global initialisation.
+static GLOBAL: Once = Once::new();
 static mut OPTIONS: Options = Options::DEFAULT;
 static mut PTHREAD_KEY: libc::pthread_key_t = 0;
 /// A configuration string compiled into the program (see `HugeAlloc::with_conf`).
@@ -89,37 +90,27 @@ pub fn set_api_conf(conf: &'static [u8]) {
 /// Whether the global init has completed.
 #[inline(always)]
 pub fn is_ready() -> bool {
-    // Acquire pairs with the Release store at the end of `global_init`.
-    GLOBAL.load(Ordering::Acquire) == 2
+    GLOBAL.is_done()
 }
 
-/// Makes sure the process-wide state exists; returns false only for a nested call on the
-/// initialising thread (which may still use arena 0).
+/// Makes sure the process-wide state exists. A nested call on the initialising thread (libc
+/// allocating inside the init) returns at once; its allocation is served by arena 0.
 #[cold]
 pub fn ensure_init() {
     if is_ready() {
         return;
     }
-    // Acquire pairs with the Release store below.
-    match GLOBAL.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire) {
-        Ok(_) => {
-            TLS.with(|t| t.in_global_init.set(true));
-            // The init opens files that may be missing (ENOENT): the program must not see it.
-            let saved = crate::os::errno();
-            global_init();
-            crate::os::set_errno(saved);
-            TLS.with(|t| t.in_global_init.set(false));
-            // Release publishes OPTIONS and arena 0 to every thread that sees 2.
-            GLOBAL.store(2, Ordering::Release);
-        }
-        Err(_) => {
-            if TLS.with(|t| t.in_global_init.get()) {
-                return;
-            }
-            while !is_ready() {
-                core::hint::spin_loop();
-            }
-        }
+    let ran = GLOBAL.call(|| {
+        TLS.with(|t| t.in_global_init.set(true));
+        // The init opens files that may be missing (ENOENT): the program must not see it.
+        let saved = crate::os::errno();
+        global_init();
+        crate::os::set_errno(saved);
+        TLS.with(|t| t.in_global_init.set(false));
+    });
+    // A nested allocation on the initialising thread proceeds on arena 0; others wait.
+    if !ran && !TLS.with(|t| t.in_global_init.get()) {
+        GLOBAL.wait();
     }
 }
 
@@ -138,6 +129,7 @@ fn global_init() {
     let mode = read_system_mode();
     crate::arena::set_thp_globals(mode, opts.thp_threshold);
     crate::arena::set_decay_ms(opts.dirty_decay_ms);
+    crate::arena::set_purge_globals(opts.dirty_max, opts.thp_collapse);
     let meta = crate::thp::advice_for(opts.metadata_thp, mode, 0, usize::MAX);
     // Relaxed: read by the base under its lock, after this init.
     BASE.advice.store(
@@ -168,6 +160,38 @@ fn global_init() {
     }
     crate::os::at_fork(fork_prepare, fork_parent, fork_child);
     crate::stats::at_init(opts);
+    if opts.background_thread {
+        // pthread_create allocates; on this thread that is served by arena 0 (the init is
+        // running), and the new thread's own first allocation waits for the init to finish.
+        // Relaxed: a flag for stats and tests.
+        BACKGROUND.store(
+            crate::os::spawn_detached(background_main),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Whether the background purging thread runs (`background_thread:true`). A fork child has
+/// none; there, as without it, purging runs on allocation activity.
+static BACKGROUND: crate::sync::plain::AtomicBool = crate::sync::plain::AtomicBool::new(false);
+
+/// Whether this process has a background purging thread.
+pub fn background_thread_running() -> bool {
+    // Relaxed: see BACKGROUND.
+    BACKGROUND.load(Ordering::Relaxed)
+}
+
+/// The background thread: every arena's decay pass when due, so memory freed before a quiet
+/// period goes back without waiting for the next allocation.
+extern "C" fn background_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    ensure_init();
+    loop {
+        let mut wait = 1000u64;
+        for i in 0..narenas() {
+            wait = wait.min(arena(i).decay_tick());
+        }
+        crate::os::sleep_ms(wait.clamp(10, 1000));
+    }
 }
 
 /// Reads `/sys/kernel/mm/transparent_hugepage/enabled` (missing: unknown).
@@ -211,6 +235,11 @@ pub fn narenas() -> usize {
 pub fn arena_create(policy: Thp) -> Option<usize> {
     ensure_init();
     let _g = REGISTRY.lock();
+    publish_arena(policy)
+}
+
+/// Creates the next arena with `policy` and publishes it (registry lock held).
+fn publish_arena(policy: Thp) -> Option<usize> {
     let i = narenas();
     if i >= MAX_ARENAS {
         return None;
@@ -225,44 +254,29 @@ pub fn arena_create(policy: Thp) -> Option<usize> {
     Some(i)
 }
 
+/// The process-wide arena table as the placement rule sees it.
+struct ArenaTable;
+
+impl crate::registry::Slots for ArenaTable {
+    fn load(&self, i: usize) -> Option<usize> {
+        // Relaxed: counts only steer placement.
+        arena_get(i).map(|a| a.nthreads.load(Ordering::Relaxed))
+    }
+    fn create(&self) -> Option<usize> {
+        // Called under the registry lock.
+        publish_arena(options().thp_for_arena(narenas()))
+    }
+    fn bind(&self, i: usize) {
+        // Relaxed: counts only steer placement.
+        arena(i).nthreads.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Picks the automatic arena with the fewest threads, creating it if needed.
 fn choose_arena() -> usize {
-    let _g = REGISTRY.lock();
     // Relaxed: published through GLOBAL.
     let auto = NARENAS_AUTO.load(Ordering::Relaxed);
-    let mut best = 0;
-    let mut best_n = usize::MAX;
-    for i in 0..auto {
-        match arena_get(i) {
-            // Relaxed: counts only steer placement.
-            Some(a) => {
-                let n = a.nthreads.load(Ordering::Relaxed);
-                if n < best_n {
-                    best = i;
-                    best_n = n;
-                }
-            }
-            None => {
-                // An unused slot beats every existing arena with a thread.
-                if best_n > 0 {
-                    let created = narenas();
-                    // SAFETY: options are set by the init, which happened before.
-                    let policy = options().thp_for_arena(created);
-                    let a = Arena::create(created as u32, policy);
-                    if !a.is_null() {
-                        // Release pairs with the Acquire loads in `arena`.
-                        ARENAS[created].store(a, Ordering::Release);
-                        NARENAS.store(created + 1, Ordering::Release);
-                        best = created;
-                    }
-                }
-                break;
-            }
-        }
-    }
-    // Relaxed: counts only steer placement.
-    arena(best).nthreads.fetch_add(1, Ordering::Relaxed);
-    best
+    crate::registry::choose(&REGISTRY, auto, &ArenaTable)
 }
 
 /// The calling thread's arena (binding it on first use).
@@ -402,6 +416,8 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    // Relaxed: the child is single-threaded; its parent's background thread is not copied.
+    BACKGROUND.store(false, Ordering::Relaxed);
     // SAFETY: in the child only this thread exists; every lock is reset to free.
     unsafe {
         BASE.fork_lock().reset_in_child();

@@ -152,6 +152,50 @@ fn config_docs_list_every_option_as_the_table_does() {
     }
 }
 
+// ---- docs/configuration.md: the control names ----
+
+const CTL_START: &str = "<!-- ctl table: checked against ctl.rs by tests/config.rs -->";
+const CTL_END: &str = "<!-- end of ctl table -->";
+
+/// The markdown row `docs/configuration.md` must have for a control name.
+fn ctl_doc_row(name: &hugealloc::ctl::CtlName) -> String {
+    let mut pattern = Vec::new();
+    name.write(&mut |b| pattern.extend_from_slice(b));
+    format!(
+        "| `{}` | {} | {} | {} |",
+        String::from_utf8(pattern).unwrap(),
+        name.ty.c_name(),
+        name.access(),
+        name.doc.replace('|', "\\|")
+    )
+}
+
+#[test]
+fn config_docs_list_every_ctl_name_as_ctl_does() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/configuration.md");
+    let text = std::fs::read_to_string(path).expect("docs/configuration.md");
+    let start = text.find(CTL_START).expect("the ctl table start marker") + CTL_START.len();
+    let end = text[start..]
+        .find(CTL_END)
+        .expect("the ctl table end marker")
+        + start;
+    let found: Vec<&str> = text[start..end]
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .collect();
+    let mut want = Vec::new();
+    hugealloc::ctl::for_each_name(&mut |n| want.push(ctl_doc_row(n)));
+    assert!(
+        found == want,
+        "docs/configuration.md's ctl table differs from ctl.rs; it should be:\n{}\n",
+        want.join("\n")
+    );
+    // Every option has its opt.* name.
+    for name in config::option_names() {
+        assert!(text.contains(&format!("| `opt.{name}` |")), "opt.{name}");
+    }
+}
+
 // ---- the real sources and stderr, in child processes ----
 
 const CHILD: &str = "HUGEALLOC_CONFIG_TEST_CHILD";

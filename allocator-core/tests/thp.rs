@@ -173,10 +173,11 @@ fn always_costs_a_fiftieth_of_the_faults_of_never() {
         touch_pages(p, LEN);
         let faults = minor_faults() - before;
         let (_, huge_kb) = mapping_of(p as usize);
-        (p, faults, huge_kb)
+        (p, faults, huge_kb, arena.huge_backed_bytes())
     };
-    let (pn, never_faults, never_huge) = measure(Thp::Never);
-    let (pa, always_faults, always_huge) = measure(Thp::Always);
+    let (pn, never_faults, never_huge, never_arena) = measure(Thp::Never);
+    let (pa, always_faults, always_huge, always_arena) = measure(Thp::Always);
+    eprintln!("huge-backed bytes per arena: never {never_arena}, always {always_arena}");
     eprintln!("64 MiB touched page by page: never {never_faults} faults ({never_huge} kB huge), always {always_faults} faults ({always_huge} kB huge)");
     if always_huge == 0 {
         eprintln!("skipped: the kernel gave no huge page (fragmented memory or THP defrag off)");
@@ -186,10 +187,55 @@ fn always_costs_a_fiftieth_of_the_faults_of_never() {
             "always {always_faults} vs never {never_faults}"
         );
         assert_eq!(never_huge, 0);
+        // The per-arena figure sees the same huge pages, and none in the `never` arena.
+        assert_eq!(never_arena, 0);
+        assert!(
+            always_arena >= 32 << 20,
+            "always arena: {always_arena} bytes huge-backed"
+        );
     }
     // SAFETY: both are live.
     unsafe {
         alloc::free(pn);
         alloc::free(pa);
     }
+}
+
+#[test]
+fn thp_status_matches_sysfs() {
+    let st = hugealloc::thp_status();
+    let read =
+        |f: &str| std::fs::read_to_string(format!("/sys/kernel/mm/transparent_hugepage/{f}")).ok();
+    let active = |text: &str| {
+        text.split('[')
+            .nth(1)
+            .and_then(|r| r.split(']').next())
+            .map(str::to_string)
+    };
+    match read("enabled").as_deref().and_then(active) {
+        None => {
+            assert_eq!(st.enabled, hugealloc::SystemMode::Unknown);
+            assert!(!st.advice_effective);
+        }
+        Some(word) => {
+            let want = match word.as_str() {
+                "always" => hugealloc::SystemMode::Always,
+                "madvise" => hugealloc::SystemMode::Madvise,
+                "never" => hugealloc::SystemMode::Never,
+                _ => hugealloc::SystemMode::Unknown,
+            };
+            assert_eq!(st.enabled, want);
+            assert_eq!(st.advice_effective, word == "always" || word == "madvise");
+        }
+    }
+    let defrag = read("defrag").as_deref().and_then(active);
+    let want = match defrag.as_deref() {
+        Some("always") => hugealloc::Defrag::Always,
+        Some("defer") => hugealloc::Defrag::Defer,
+        Some("defer+madvise") => hugealloc::Defrag::DeferMadvise,
+        Some("madvise") => hugealloc::Defrag::Madvise,
+        Some("never") => hugealloc::Defrag::Never,
+        _ => hugealloc::Defrag::Unknown,
+    };
+    assert_eq!(st.defrag, want);
 }

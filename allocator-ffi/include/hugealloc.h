@@ -181,6 +181,7 @@ size_t hugealloc_nallocx(size_t size, int flags);
  * newlen bytes are written from it. Returns 0 or an errno value: ENOENT unknown name, EINVAL
  * wrong size or bad value, EPERM a read-only name written (or an action given a value),
  * EFAULT no such arena, EAGAIN no arena could be created. A failed call changes nothing.
+ * docs/configuration.md lists every name; the fixed ones:
  *
  *   name                 type          access  meaning
  *   version              const char *  r       hugealloc's version ("0.1.0")
@@ -190,14 +191,30 @@ size_t hugealloc_nallocx(size_t size, int flags);
  *   arenas.create        unsigned      r       creates an arena, returns its index
  *   arenas.page          size_t        r       the page size (4096)
  *   arenas.quantum       size_t        r       the alignment of blocks of 16 bytes and more
+ *   arenas.dirty_decay_ms ssize_t      rw      decay time of arenas without their own; -1 never
+ *   arenas.nbins         unsigned      r       the number of small size classes
+ *   arenas.bin.<i>.size  size_t        r       small class i's block size
+ *   arenas.bin.<i>.nregs unsigned      r       blocks in one slab of small class i
+ *   arenas.bin.<i>.slab_size size_t    r       bytes of one slab of small class i
  *   thread.arena         unsigned      rw      the calling thread's arena; a write moves it
  *   thread.tcache.flush  (none)        action  flushes the calling thread's cache
  *   thread.allocated     uint64_t      r       bytes this thread took from arenas
  *   thread.deallocated   uint64_t      r       bytes this thread returned to arenas
  *   arena.<i>.purge      (none)        action  returns arena i's free dirty memory to the
  *                                              kernel (i = MALLCTL_ARENAS_ALL: every arena)
+ *   arena.<i>.decay      (none)        action  purges arena i's free chunks dirty for longer
+ *                                              than its decay time, now (4096: every arena)
  *   arena.<i>.thp        const char *  rw      arena i's THP policy: "always", "madvise",
  *                                              "never" or "default" (chunks mapped later)
+ *   arena.<i>.dirty_decay_ms ssize_t   rw      arena i's decay time; -1 never
+ * and the generated families:
+ *   opt.<option>         bool, unsigned, size_t, ssize_t or const char *: every option's
+ *                        effective value, read-only (opt.narenas, opt.thp, opt.tcache_max...)
+ *   stats.arenas.<i>.<figure>          arena i's figures (i = 4096: all merged): nthreads,
+ *                        pactive, pdirty, mapped, small.allocated, large.nmalloc, lock_waits...
+ *   stats.arenas.<i>.bins.<j>.<figure> small class j of arena i: size, nmalloc, ndalloc,
+ *                        curregs, curslabs, nfills, nflushes, lock_waits
+ * and the process-wide figures:
  *   stats.allocated      size_t        r       bytes in blocks the program holds
  *   stats.active         size_t        r       bytes of pages in active use
  *   stats.metadata       size_t        r       bytes mapped for allocator metadata
@@ -219,9 +236,11 @@ int hugealloc_mallctlbymib(const size_t *mib, size_t miblen, void *oldp, size_t 
 
 /* Writes the statistics, as jemalloc's malloc_stats_print: write_cb(cbopaque, text) is called
  * with NUL-terminated lines ("hugealloc: stats.allocated: 123\n"); a NULL write_cb writes to
- * stderr. opts containing 'J' gives one JSON object instead
- * ({"hugealloc":{"version":"0.1.0","stats":{"allocated":123,...}}}); other letters are
- * ignored. Nothing is allocated while printing. Plain name: malloc_stats_print. */
+ * stderr. opts holds jemalloc's letters: 'J' gives one JSON object instead
+ * ({"hugealloc":{"version":"0.1.0","stats":{"allocated":123,...},...}}); 'g' (general), 'm'
+ * (merged arenas), 'a' (each arena), 'b' (bins), 'l' (large and huge), 'x' (lock contention),
+ * 'h' (THP advice) leave parts out; other bytes are ignored. Nothing is allocated while
+ * printing. Plain name: malloc_stats_print. */
 void hugealloc_stats_print(void (*write_cb)(void *cbopaque, const char *text), void *cbopaque,
                            const char *opts);
 

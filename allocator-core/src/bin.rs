@@ -1,0 +1,301 @@
+//! Bins: the slabs of one small class in one arena, and the batch moves between a bin and the
+//! thread caches. A `BinState` lives inside its arena's per-class `Mutex` (rank 2), so every
+//! method here runs under that lock; the arena supplies new slabs and takes back empty ones
+//! through closures, which keeps this module free of global state (the loom models drive it
+//! with slabs of their own).
+//!
+//! Invariants: `current` (when set) is not on the non-full list; every slab on the non-full
+//! list has at least one free object; at most `KEEP_EMPTY` slabs on that list are empty
+//! (`nempty` counts them), so a producer/consumer pair does not map and unmap a slab for
+//! every batch, and an idle bin keeps at most that much memory.
+
+use crate::list;
+use crate::slab::Slab;
+use core::ptr::null_mut;
+
+/// Empty slabs a bin keeps for reuse instead of returning their pages at once.
+pub const KEEP_EMPTY: u32 = 1;
+
+/// Per small class: the current slab, the non-full ones and the counters.
+pub struct BinState {
+    current: *mut Slab,
+    nonfull: *mut Slab,
+    /// Empty slabs on the non-full list.
+    nempty: u32,
+    pub stats: BinStats,
+}
+
+/// Counters of one bin (objects and slabs).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct BinStats {
+    pub nmalloc: u64,
+    pub nfree: u64,
+    /// Slabs the bin holds (current, non-full and full).
+    pub nslabs: u64,
+    pub nfills: u64,
+    pub nflushes: u64,
+}
+
+// SAFETY: the raw slab pointers are only used under the bin lock.
+unsafe impl Send for BinState {}
+
+impl Default for BinState {
+    fn default() -> BinState {
+        BinState::new()
+    }
+}
+
+impl BinState {
+    pub const fn new() -> BinState {
+        BinState {
+            current: null_mut(),
+            nonfull: null_mut(),
+            nempty: 0,
+            stats: BinStats {
+                nmalloc: 0,
+                nfree: 0,
+                nslabs: 0,
+                nfills: 0,
+                nflushes: 0,
+            },
+        }
+    }
+
+    /// Fills `out` with up to `out.len()` free objects; `new_slab` supplies a fresh slab (or
+    /// null when out of memory) whenever no slab has room. Returns how many were taken.
+    pub fn fill(&mut self, out: &mut [*mut u8], mut new_slab: impl FnMut() -> *mut Slab) -> usize {
+        self.check();
+        let mut n = 0;
+        while n < out.len() {
+            let mut slab = self.current;
+            // SAFETY: the current slab, when set, is a live slab of this bin.
+            if slab.is_null() || unsafe { (*slab).is_full() } {
+                slab = self.nonfull;
+                if slab.is_null() {
+                    slab = new_slab();
+                    if slab.is_null() {
+                        break;
+                    }
+                    self.stats.nslabs += 1;
+                } else {
+                    // SAFETY: non-full slabs are live and listed in this bin.
+                    unsafe {
+                        list::remove(&mut self.nonfull, slab);
+                        (*slab).listed = false;
+                        if (*slab).is_empty() {
+                            self.nempty -= 1;
+                        }
+                    }
+                }
+                self.current = slab;
+            }
+            // SAFETY: `slab` is live and owned by this bin.
+            n += unsafe { (*slab).take(&mut out[n..]) };
+        }
+        self.stats.nmalloc += n as u64;
+        self.stats.nfills += 1;
+        n
+    }
+
+    /// Returns objects to their slabs: each item is a pointer and the slab of this bin
+    /// holding it.
+    /// A slab that empties beyond the `KEEP_EMPTY` kept ones goes to `release`. Returns the
+    /// first pointer that is not an object start or is already free, with what is wrong
+    /// (the pointers before it were returned; the caller aborts).
+    pub fn flush(
+        &mut self,
+        items: &[(*mut u8, *mut Slab)],
+        mut release: impl FnMut(*mut Slab),
+    ) -> Result<(), (*mut u8, &'static str)> {
+        self.check();
+        for &(p, slab) in items {
+            // SAFETY: the caller names each pointer's live slab of this bin; we hold its lock.
+            let s = unsafe { &mut *slab };
+            let Some(i) = s.index_of(p as usize) else {
+                return Err((p, "free of a pointer inside a block (not its start):"));
+            };
+            let was_full = s.is_full();
+            if !s.give(i) {
+                return Err((p, "double free of"));
+            }
+            self.stats.nfree += 1;
+            if slab == self.current {
+                continue;
+            }
+            if s.is_empty() {
+                if self.nempty < KEEP_EMPTY {
+                    if !s.listed {
+                        // SAFETY: an unlisted live slab of this bin.
+                        unsafe { list::push(&mut self.nonfull, slab) };
+                        s.listed = true;
+                    }
+                    self.nempty += 1;
+                    continue;
+                }
+                if s.listed {
+                    // SAFETY: listed slabs are on this bin's non-full list.
+                    unsafe { list::remove(&mut self.nonfull, slab) };
+                    s.listed = false;
+                }
+                self.stats.nslabs -= 1;
+                release(slab);
+            } else if was_full {
+                // SAFETY: a full slab is never listed; now it has a free object.
+                unsafe { list::push(&mut self.nonfull, slab) };
+                s.listed = true;
+            }
+        }
+        self.stats.nflushes += 1;
+        Ok(())
+    }
+
+    /// Gives every kept empty slab (and an empty current one) to `release`: purging.
+    pub fn drain_empty(&mut self, mut release: impl FnMut(*mut Slab)) {
+        let mut s = self.nonfull;
+        while !s.is_null() && self.nempty > 0 {
+            // SAFETY: listed slabs are live; read the link before unlinking.
+            let next = unsafe { (*s).next };
+            // SAFETY: as above.
+            if unsafe { (*s).is_empty() } {
+                // SAFETY: `s` is on this bin's non-full list.
+                unsafe {
+                    list::remove(&mut self.nonfull, s);
+                    (*s).listed = false;
+                }
+                self.nempty -= 1;
+                self.stats.nslabs -= 1;
+                release(s);
+            }
+            s = next;
+        }
+        let cur = self.current;
+        // SAFETY: the current slab, when set, is live.
+        if !cur.is_null() && unsafe { (*cur).is_empty() } {
+            self.current = null_mut();
+            self.stats.nslabs -= 1;
+            release(cur);
+        }
+        self.check();
+    }
+
+    /// Invariant scan (debug and test builds): the listed slabs have room, `nempty` is right.
+    pub fn check(&self) {
+        if cfg!(debug_assertions) {
+            let mut empty = 0;
+            let mut s = self.nonfull;
+            let mut steps = 0;
+            while !s.is_null() {
+                // SAFETY: listed slabs are live while the bin lock is held.
+                let slab = unsafe { &*s };
+                assert!(slab.listed && !slab.is_full() && s != self.current);
+                empty += slab.is_empty() as u32;
+                s = slab.next;
+                steps += 1;
+                assert!(steps < 1 << 24, "bin list cycle");
+            }
+            assert_eq!(empty, self.nempty);
+            assert!(self.nempty <= KEEP_EMPTY);
+        }
+    }
+}
+
+/// Calls `f(key, group)` once per distinct key of `items`, where each group holds the items
+/// of that key (reordering `items`): a flush takes each owner's lock once per batch.
+pub fn for_each_group<T>(
+    mut items: &mut [T],
+    key: impl Fn(&T) -> u32,
+    mut f: impl FnMut(u32, &mut [T]),
+) {
+    while !items.is_empty() {
+        let home = key(&items[0]);
+        let mut k = 0;
+        for i in 0..items.len() {
+            if key(&items[i]) == home {
+                items.swap(i, k);
+                k += 1;
+            }
+        }
+        let (mine, rest) = items.split_at_mut(k);
+        f(home, mine);
+        items = rest;
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::size_class::class_of;
+    extern crate std;
+    use std::boxed::Box;
+    use std::vec::Vec;
+
+    fn new_slab(addr: usize, class: usize) -> *mut Slab {
+        // SAFETY: Slab is plain data; all-zero is a valid value before init.
+        let s: *mut Slab = Box::into_raw(Box::new(unsafe { core::mem::zeroed() }));
+        // SAFETY: fresh box.
+        unsafe { (*s).init(addr, class, 0) };
+        s
+    }
+
+    #[test]
+    fn keeps_one_empty_slab_and_releases_the_next() {
+        let class = class_of(1024);
+        let mut bin = BinState::new();
+        let mut made = Vec::new();
+        let mut out = [null_mut(); 64];
+        let mut next_addr = 0x100000;
+        let n = bin.fill(&mut out, || {
+            let s = new_slab(next_addr, class);
+            next_addr += 0x10000;
+            made.push(s);
+            s
+        });
+        assert_eq!(n, 64);
+        assert!(made.len() >= 2, "1 KiB slabs hold fewer than 64 objects");
+        let owner = |p: *mut u8| -> *mut Slab {
+            *made
+                .iter()
+                .find(|&&s| {
+                    // SAFETY: test slabs are live.
+                    unsafe { (*s).index_of(p as usize).is_some() }
+                })
+                .unwrap()
+        };
+        let items: Vec<_> = out.iter().map(|&p| (p, owner(p))).collect();
+        let mut released = Vec::new();
+        bin.flush(&items, |s| released.push(s)).unwrap();
+        // The current slab stays; of the others, one is kept empty and the rest released.
+        assert_eq!(released.len(), made.len() - 2);
+        assert_eq!(bin.stats.nslabs as usize, 2);
+        assert_eq!(bin.stats.nfree, 64);
+        // A double free is reported, naming the pointer.
+        let cur = out.iter().position(|&p| owner(p) == bin.current).unwrap();
+        let err = bin.flush(&items[cur..cur + 1], |_| {});
+        assert_eq!(err, Err((out[cur], "double free of")));
+        let mut drained = Vec::new();
+        bin.drain_empty(|s| drained.push(s));
+        assert_eq!(drained.len(), 2);
+        assert_eq!(bin.stats.nslabs, 0);
+        for s in made {
+            // SAFETY: every test slab came from Box::into_raw and is no longer used.
+            drop(unsafe { Box::from_raw(s) });
+        }
+    }
+
+    #[test]
+    fn groups_by_key() {
+        let mut v = [3u32, 1, 3, 2, 1, 3];
+        let mut seen = Vec::new();
+        for_each_group(
+            &mut v,
+            |x| *x,
+            |k, g| {
+                assert!(g.iter().all(|x| *x == k));
+                seen.push((k, g.len()));
+            },
+        );
+        // One group per key, each whole (the order of later groups follows the swaps).
+        seen.sort();
+        assert_eq!(seen, [(1, 2), (2, 1), (3, 3)]);
+    }
+}

@@ -1,0 +1,806 @@
+//! Control and introspection by name: a subset of jemalloc's `mallctl` names, with jemalloc's
+//! meanings where they match, served to Rust (`ctl::read("stats.allocated")`) and, through
+//! `c_api`'s thin `mallctl` wrappers, to C.
+//!
+//! The namespace is one table of fixed names, [`CTL_TABLE`], followed by four families
+//! generated from the lists they describe, so a new option or statistic gets its name with no
+//! edit here:
+//! - `opt.<option>`: every row of `config::OPTION_TABLE` (read-only, the effective options);
+//! - `stats.<figure>`: every field of `stats::Stats`;
+//! - `stats.arenas.<i>.<figure>`: every figure of `stats::ArenaFigures` (`<i>` = 4096,
+//!   [`ARENAS_ALL`], merges every arena);
+//! - `stats.arenas.<i>.bins.<j>.<figure>`: every figure of `stats::BinFigures`.
+//!
+//! Each name pattern has an id, its position in that order; MIBs carry it in every component
+//! but the `<i>`/`<j>` ones, which carry the index. Invariants: a failed call changes nothing
+//! (every check runs before the handler acts); nothing here allocates or panics (names are
+//! matched component by component, values are plain enums, strings `&'static CStr`).
+
+use crate::config::{Kind, OptionRow, Value, ARENA_THP_MAX, OPTION_TABLE};
+use crate::size_class::{class_size, NSMALL, SLAB_OBJS, SLAB_PAGES};
+use crate::stats::{ArenaFigures, BinFigures, FigureType, Stats};
+use crate::sync::{Once, Ordering, UnsafeCell};
+use crate::thp::Thp;
+use crate::thread;
+use core::ffi::{c_uint, CStr};
+
+pub use crate::stats::ARENAS_ALL;
+
+/// The C type of a name's value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CtlType {
+    /// An action: no value either way (`thread.tcache.flush`).
+    Void,
+    /// `bool`.
+    Bool,
+    /// `unsigned`.
+    Unsigned,
+    /// `uint64_t`.
+    U64,
+    /// `ssize_t` (milliseconds, where -1 means never).
+    I64,
+    /// `size_t`.
+    Size,
+    /// `const char *`, a NUL-terminated string that lives as long as the program.
+    Str,
+}
+
+impl CtlType {
+    /// `sizeof` the C type (0 for an action).
+    pub const fn size(self) -> usize {
+        match self {
+            CtlType::Void => 0,
+            CtlType::Bool => 1,
+            CtlType::Unsigned => core::mem::size_of::<c_uint>(),
+            CtlType::U64 | CtlType::I64 => 8,
+            CtlType::Size => core::mem::size_of::<usize>(),
+            CtlType::Str => core::mem::size_of::<*const u8>(),
+        }
+    }
+
+    /// The C type's name, as the documentation writes it.
+    pub const fn c_name(self) -> &'static str {
+        match self {
+            CtlType::Void => "—",
+            CtlType::Bool => "bool",
+            CtlType::Unsigned => "unsigned",
+            CtlType::U64 => "uint64_t",
+            CtlType::I64 => "ssize_t",
+            CtlType::Size => "size_t",
+            CtlType::Str => "const char *",
+        }
+    }
+}
+
+/// A value read from or written to a name. Strings read are `'static`; a string written need
+/// only live for the call.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CtlValue<'a> {
+    /// An action's (no value).
+    None,
+    Bool(bool),
+    Unsigned(c_uint),
+    U64(u64),
+    I64(i64),
+    Size(usize),
+    Str(&'a CStr),
+}
+
+impl CtlValue<'_> {
+    /// The value's type.
+    pub const fn ty(&self) -> CtlType {
+        match self {
+            CtlValue::None => CtlType::Void,
+            CtlValue::Bool(_) => CtlType::Bool,
+            CtlValue::Unsigned(_) => CtlType::Unsigned,
+            CtlValue::U64(_) => CtlType::U64,
+            CtlValue::I64(_) => CtlType::I64,
+            CtlValue::Size(_) => CtlType::Size,
+            CtlValue::Str(_) => CtlType::Str,
+        }
+    }
+}
+
+/// Why a call failed; [`CtlError::errno`] is what `mallctl` returns.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CtlError {
+    /// No such name (`ENOENT`), an index out of range included (`stats.arenas.<i>` of an arena
+    /// that does not exist, `bins.<j>` past the small classes).
+    NotFound,
+    /// A value of another type than the name's, or a read of an action, or an action asked
+    /// for on a name with a value (`EINVAL`).
+    WrongType,
+    /// A value of the right type the name does not accept (`EINVAL`).
+    BadValue,
+    /// A write to a read-only name (`EPERM`).
+    ReadOnly,
+    /// `arena.<i>.*` of an arena that does not exist (`EFAULT`, as jemalloc).
+    NoArena,
+    /// No arena could be created (`EAGAIN`).
+    Again,
+}
+
+impl CtlError {
+    /// The `errno` value `mallctl` returns for it.
+    pub const fn errno(self) -> i32 {
+        match self {
+            CtlError::NotFound => libc::ENOENT,
+            CtlError::WrongType | CtlError::BadValue => libc::EINVAL,
+            CtlError::ReadOnly => libc::EPERM,
+            CtlError::NoArena => libc::EFAULT,
+            CtlError::Again => libc::EAGAIN,
+        }
+    }
+}
+
+/// What a fixed name's handler gets: the values of the name's `<i>` and `<j>` components (0
+/// when absent) and the new value, already checked against the row's type and writability
+/// (`None` when nothing is written).
+pub type CtlHandler =
+    fn(ix: [usize; 2], new: Option<CtlValue<'_>>) -> Result<CtlValue<'static>, CtlError>;
+
+/// One fixed name. `name` may contain `<i>` components, each matched by a decimal number.
+pub struct CtlRow {
+    pub name: &'static str,
+    pub ty: CtlType,
+    pub writable: bool,
+    pub handler: CtlHandler,
+    pub doc: &'static str,
+}
+
+/// A name pattern: `prefix.leaf` (just `leaf` when `prefix` is empty), with its type, access
+/// and meaning.
+#[derive(Clone, Copy, Debug)]
+pub struct CtlName {
+    pub prefix: &'static str,
+    pub leaf: &'static str,
+    pub ty: CtlType,
+    pub writable: bool,
+    pub doc: &'static str,
+}
+
+impl CtlName {
+    /// The components, split at the dots.
+    fn components(&self) -> impl Iterator<Item = &'static [u8]> {
+        let prefix: &'static [u8] = self.prefix.as_bytes();
+        let leaf: &'static [u8] = self.leaf.as_bytes();
+        (!prefix.is_empty())
+            .then_some(prefix)
+            .into_iter()
+            .flat_map(|p| p.split(|&c| c == b'.'))
+            .chain(leaf.split(|&c| c == b'.'))
+    }
+
+    /// Writes the pattern (`stats.arenas.<i>.pactive`).
+    pub fn write(&self, out: &mut dyn FnMut(&[u8])) {
+        if !self.prefix.is_empty() {
+            out(self.prefix.as_bytes());
+            out(b".");
+        }
+        out(self.leaf.as_bytes());
+    }
+
+    /// `r`, `rw` or `action`, as the documentation writes it.
+    pub const fn access(&self) -> &'static str {
+        match (self.ty, self.writable) {
+            (CtlType::Void, _) => "action",
+            (_, true) => "rw",
+            (_, false) => "r",
+        }
+    }
+}
+
+// ---- the fixed names -----------------------------------------------------------------------
+
+/// hugealloc's version as a C string.
+static VERSION: &CStr =
+    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(s) => s,
+        Err(_) => panic!("the version string has an interior NUL"),
+    };
+
+/// The alignment of every block of 16 bytes or more (the size classes' quantum).
+pub const QUANTUM: usize = 16;
+const _: () = assert!(class_size(1) == QUANTUM);
+
+/// Bumped by each write of `epoch` (statistics are always current; the epoch only counts).
+static EPOCH: crate::sync::AtomicU64 = crate::sync::AtomicU64::new(1);
+
+/// The program-lifetime C string of a THP policy name.
+fn thp_cstr(policy: Thp) -> &'static CStr {
+    match policy {
+        Thp::Default => c"default",
+        Thp::Always => c"always",
+        Thp::Madvise => c"madvise",
+        Thp::Never => c"never",
+    }
+}
+
+fn unsigned(v: usize) -> CtlValue<'static> {
+    CtlValue::Unsigned(c_uint::try_from(v).unwrap_or(c_uint::MAX))
+}
+
+/// Arena `i` for `arena.<i>.*` (`EFAULT` when it does not exist).
+fn arena_of(i: usize) -> Result<&'static crate::arena::Arena, CtlError> {
+    thread::ensure_init();
+    thread::arena_get(i).ok_or(CtlError::NoArena)
+}
+
+/// A decay time written: -1 (never) or milliseconds.
+fn decay_ms_of(new: Option<CtlValue<'_>>) -> Result<Option<i64>, CtlError> {
+    match new {
+        Some(CtlValue::I64(ms)) if ms < -1 => Err(CtlError::BadValue),
+        Some(CtlValue::I64(ms)) => Ok(Some(ms)),
+        _ => Ok(None),
+    }
+}
+
+fn ctl_version(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    Ok(CtlValue::Str(VERSION))
+}
+
+fn ctl_epoch(_: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    if new.is_some() {
+        // Relaxed: a counter with no data behind it (jemalloc refreshes its stats here).
+        EPOCH.fetch_add(1, Ordering::Relaxed);
+    }
+    // Relaxed: as above.
+    Ok(CtlValue::U64(EPOCH.load(Ordering::Relaxed)))
+}
+
+fn ctl_narenas(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    thread::ensure_init();
+    Ok(unsigned(thread::narenas()))
+}
+
+fn ctl_arenas_create(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    thread::ensure_init();
+    // The policy `arena.<n>.thp` names for the index this creation will most likely get
+    // (a concurrent creation may take it first; then the new arena has the other's policy).
+    let policy = thread::options().thp_for_arena(thread::narenas());
+    thread::arena_create(policy)
+        .map(unsigned)
+        .ok_or(CtlError::Again)
+}
+
+fn ctl_page(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    Ok(CtlValue::Size(crate::os::PAGE))
+}
+
+fn ctl_quantum(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    Ok(CtlValue::Size(QUANTUM))
+}
+
+fn ctl_arenas_decay_ms(
+    _: [usize; 2],
+    new: Option<CtlValue>,
+) -> Result<CtlValue<'static>, CtlError> {
+    thread::ensure_init();
+    let new = decay_ms_of(new)?;
+    let old = crate::arena::decay_ms();
+    if let Some(ms) = new {
+        crate::arena::set_decay_ms(ms);
+    }
+    Ok(CtlValue::I64(old))
+}
+
+fn ctl_nbins(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    Ok(unsigned(NSMALL))
+}
+
+fn ctl_bin_size(ix: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    match ix[0] {
+        j if j < NSMALL => Ok(CtlValue::Size(class_size(j))),
+        _ => Err(CtlError::NotFound),
+    }
+}
+
+fn ctl_bin_nregs(ix: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    match SLAB_OBJS.get(ix[0]) {
+        Some(&n) => Ok(unsigned(usize::from(n))),
+        None => Err(CtlError::NotFound),
+    }
+}
+
+fn ctl_bin_slab_size(ix: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    match SLAB_PAGES.get(ix[0]) {
+        Some(&n) => Ok(CtlValue::Size(usize::from(n) * crate::os::PAGE)),
+        None => Err(CtlError::NotFound),
+    }
+}
+
+fn ctl_thread_arena(_: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    if let Some(CtlValue::Unsigned(i)) = new {
+        // As jemalloc: an arena that does not exist is EFAULT (checked before anything moves).
+        arena_of(i as usize)?;
+    }
+    let old = thread::thread_arena_index();
+    if let Some(CtlValue::Unsigned(i)) = new {
+        if !thread::set_thread_arena(i as usize) {
+            return Err(CtlError::NoArena);
+        }
+    }
+    Ok(unsigned(old))
+}
+
+fn ctl_tcache_flush(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    thread::flush_thread_cache();
+    Ok(CtlValue::None)
+}
+
+fn ctl_thread_allocated(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    Ok(CtlValue::U64(thread::TLS.with(|t| t.allocated.get())))
+}
+
+fn ctl_thread_deallocated(
+    _: [usize; 2],
+    _: Option<CtlValue>,
+) -> Result<CtlValue<'static>, CtlError> {
+    Ok(CtlValue::U64(thread::TLS.with(|t| t.deallocated.get())))
+}
+
+fn ctl_arena_purge(ix: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    if ix[0] == ARENAS_ALL {
+        thread::ensure_init();
+        crate::purge();
+    } else {
+        arena_of(ix[0])?.purge_all();
+    }
+    Ok(CtlValue::None)
+}
+
+fn ctl_arena_decay(ix: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    if ix[0] == ARENAS_ALL {
+        thread::ensure_init();
+        for i in 0..thread::narenas() {
+            thread::arena(i).decay_now();
+        }
+    } else {
+        arena_of(ix[0])?.decay_now();
+    }
+    Ok(CtlValue::None)
+}
+
+fn ctl_arena_thp(ix: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    let a = arena_of(ix[0])?;
+    let old = a.thp();
+    if let Some(CtlValue::Str(s)) = new {
+        a.set_thp(Thp::parse(s.to_bytes()).ok_or(CtlError::BadValue)?);
+    }
+    Ok(CtlValue::Str(thp_cstr(old)))
+}
+
+fn ctl_arena_decay_ms(
+    ix: [usize; 2],
+    new: Option<CtlValue>,
+) -> Result<CtlValue<'static>, CtlError> {
+    let a = arena_of(ix[0])?;
+    let new = decay_ms_of(new)?;
+    let old = a.dirty_decay_ms();
+    if let Some(ms) = new {
+        a.set_dirty_decay_ms(ms);
+    }
+    Ok(CtlValue::I64(old))
+}
+
+const fn fixed(
+    name: &'static str,
+    ty: CtlType,
+    writable: bool,
+    handler: CtlHandler,
+    doc: &'static str,
+) -> CtlRow {
+    CtlRow {
+        name,
+        ty,
+        writable,
+        handler,
+        doc,
+    }
+}
+
+use CtlType::{Size as SIZE, Str as STR, Unsigned as UNSIGNED, Void as VOID, I64, U64};
+
+/// Every fixed name (the families `opt.*` and `stats.*` follow it; see the module doc).
+// One row per line; rustfmt would spread each row over seven lines.
+#[rustfmt::skip]
+pub static CTL_TABLE: &[CtlRow] = &[
+    fixed("version", STR, false, ctl_version, "hugealloc's version"),
+    fixed("epoch", U64, true, ctl_epoch,
+        "a counter each write advances, reading the new value (statistics are always current)"),
+    fixed("arenas.narenas", UNSIGNED, false, ctl_narenas, "arenas created so far"),
+    fixed("arenas.create", UNSIGNED, false, ctl_arenas_create,
+        "creates an arena (policy from `arena.<i>.thp` or `thp` of the configuration) and reads its index"),
+    fixed("arenas.page", SIZE, false, ctl_page, "the page size"),
+    fixed("arenas.quantum", SIZE, false, ctl_quantum,
+        "the alignment of every block of 16 bytes or more"),
+    fixed("arenas.dirty_decay_ms", I64, true, ctl_arenas_decay_ms,
+        "the decay time of every arena without its own `arena.<i>.dirty_decay_ms`; -1 never"),
+    fixed("arenas.nbins", UNSIGNED, false, ctl_nbins, "the number of small size classes"),
+    fixed("arenas.bin.<i>.size", SIZE, false, ctl_bin_size, "small class i's block size"),
+    fixed("arenas.bin.<i>.nregs", UNSIGNED, false, ctl_bin_nregs,
+        "blocks in one slab of small class i"),
+    fixed("arenas.bin.<i>.slab_size", SIZE, false, ctl_bin_slab_size,
+        "bytes of one slab of small class i"),
+    fixed("thread.arena", UNSIGNED, true, ctl_thread_arena,
+        "the calling thread's arena; a write moves the thread (flushing its cache), EFAULT if there is no such arena"),
+    fixed("thread.tcache.flush", VOID, false, ctl_tcache_flush,
+        "flushes the calling thread's cache"),
+    fixed("thread.allocated", U64, false, ctl_thread_allocated,
+        "bytes the calling thread took from arenas (cache refills count, as in jemalloc)"),
+    fixed("thread.deallocated", U64, false, ctl_thread_deallocated,
+        "bytes the calling thread returned to arenas"),
+    fixed("arena.<i>.purge", VOID, false, ctl_arena_purge,
+        "returns arena i's free dirty memory to the kernel (i = 4096: every arena)"),
+    fixed("arena.<i>.decay", VOID, false, ctl_arena_decay,
+        "purges arena i's free chunks dirty for longer than its decay time, now (i = 4096: every arena)"),
+    fixed("arena.<i>.thp", STR, true, ctl_arena_thp,
+        "arena i's THP policy: always, madvise, never or default; applies to chunks put to use afterwards"),
+    fixed("arena.<i>.dirty_decay_ms", I64, true, ctl_arena_decay_ms,
+        "arena i's decay time (a write gives the arena its own); -1 never"),
+];
+
+// ---- the families --------------------------------------------------------------------------
+
+/// What serves a name.
+#[derive(Clone, Copy)]
+enum Target {
+    Fixed(CtlHandler),
+    Opt(&'static OptionRow),
+    Global(usize),
+    Arena(usize),
+    Bin(usize),
+}
+
+/// The C type `opt.<name>` is read as.
+fn opt_type(kind: &Kind) -> CtlType {
+    match kind {
+        Kind::Bool => CtlType::Bool,
+        Kind::Count { .. } => CtlType::Unsigned,
+        Kind::Size { .. } => CtlType::Size,
+        Kind::Millis => CtlType::I64,
+        Kind::Thp | Kind::ArenaThp | Kind::Letters { .. } => CtlType::Str,
+    }
+}
+
+fn figure_type(ty: FigureType) -> CtlType {
+    match ty {
+        FigureType::Unsigned => CtlType::Unsigned,
+        FigureType::U64 => CtlType::U64,
+        FigureType::Size => CtlType::Size,
+    }
+}
+
+const GLOBALS: usize = Stats::COUNT;
+
+/// The pattern and target of name `id`.
+fn entry(id: usize) -> Option<(CtlName, Target)> {
+    let read_only = |prefix, leaf, ty, doc| CtlName {
+        prefix,
+        leaf,
+        ty,
+        writable: false,
+        doc,
+    };
+    let mut k = id;
+    if let Some(r) = CTL_TABLE.get(k) {
+        let name = CtlName {
+            prefix: "",
+            leaf: r.name,
+            ty: r.ty,
+            writable: r.writable,
+            doc: r.doc,
+        };
+        return Some((name, Target::Fixed(r.handler)));
+    }
+    k -= CTL_TABLE.len();
+    if let Some(r) = OPTION_TABLE.get(k) {
+        let name = read_only("opt", r.name, opt_type(&r.kind), r.doc);
+        return Some((name, Target::Opt(r)));
+    }
+    k -= OPTION_TABLE.len();
+    if let Some(&(leaf, _, doc)) = Stats::default().fields().get(k) {
+        return Some((
+            read_only("stats", leaf, CtlType::Size, doc),
+            Target::Global(k),
+        ));
+    }
+    k -= GLOBALS;
+    if let Some(f) = ArenaFigures::FIGURES.get(k) {
+        let name = read_only("stats.arenas.<i>", f.name, figure_type(f.ty), f.doc);
+        return Some((name, Target::Arena(k)));
+    }
+    k -= ArenaFigures::COUNT;
+    if let Some(f) = BinFigures::FIGURES.get(k) {
+        let name = read_only(
+            "stats.arenas.<i>.bins.<j>",
+            f.name,
+            figure_type(f.ty),
+            f.doc,
+        );
+        return Some((name, Target::Bin(k)));
+    }
+    None
+}
+
+/// How many name patterns there are.
+pub fn nnames() -> usize {
+    CTL_TABLE.len() + OPTION_TABLE.len() + GLOBALS + ArenaFigures::COUNT + BinFigures::COUNT
+}
+
+/// Calls `f` with every name pattern, in id order.
+pub fn for_each_name(f: &mut dyn FnMut(&CtlName)) {
+    for id in 0..nnames() {
+        if let Some((name, _)) = entry(id) {
+            f(&name);
+        }
+    }
+}
+
+/// Parses a decimal index of at most 19 digits.
+fn parse_index(s: &[u8]) -> Option<usize> {
+    if s.is_empty() || s.len() > 19 {
+        return None;
+    }
+    s.iter().try_fold(0usize, |v, &c| {
+        c.is_ascii_digit().then(|| v * 10 + usize::from(c - b'0'))
+    })
+}
+
+fn is_index(component: &[u8]) -> bool {
+    component == b"<i>" || component == b"<j>"
+}
+
+/// Matches `name` against a pattern: the values of its index components (in order) and the
+/// number of components.
+fn match_name(pattern: &CtlName, name: &[u8]) -> Option<([usize; 2], usize)> {
+    let mut parts = name.split(|&c| c == b'.');
+    let mut ix = [0usize; 2];
+    let mut nix = 0;
+    let mut n = 0;
+    for p in pattern.components() {
+        let part = parts.next()?;
+        if is_index(p) {
+            *ix.get_mut(nix)? = parse_index(part)?;
+            nix += 1;
+        } else if p != part {
+            return None;
+        }
+        n += 1;
+    }
+    parts.next().is_none().then_some((ix, n))
+}
+
+/// A resolved name: the pattern's id and the values of its `<i>`/`<j>` components. Resolve
+/// once and call many times (as with a MIB).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Ctl {
+    id: usize,
+    ix: [usize; 2],
+}
+
+impl Ctl {
+    /// Resolves a name such as `stats.arenas.0.bins.3.nmalloc`.
+    pub fn lookup(name: &[u8]) -> Result<Ctl, CtlError> {
+        for id in 0..nnames() {
+            let Some((pattern, _)) = entry(id) else { break };
+            if let Some((ix, _)) = match_name(&pattern, name) {
+                return Ok(Ctl { id, ix });
+            }
+        }
+        Err(CtlError::NotFound)
+    }
+
+    fn pattern(&self) -> CtlName {
+        match entry(self.id) {
+            Some((name, _)) => name,
+            // Ctl values are only made from ids entry() knows.
+            None => CtlName {
+                prefix: "",
+                leaf: "",
+                ty: CtlType::Void,
+                writable: false,
+                doc: "",
+            },
+        }
+    }
+
+    /// The name's pattern, type, access and meaning.
+    pub fn name(&self) -> CtlName {
+        self.pattern()
+    }
+
+    /// The values of the name's `<i>` and `<j>` components (0 when absent).
+    pub fn indices(&self) -> [usize; 2] {
+        self.ix
+    }
+
+    /// The name's type.
+    pub fn ty(&self) -> CtlType {
+        self.pattern().ty
+    }
+
+    /// Whether the name takes a value.
+    pub fn writable(&self) -> bool {
+        self.pattern().writable
+    }
+
+    /// Writes the name's MIB (as jemalloc's `mallctlnametomib`): one entry per component,
+    /// the id in each but the `<i>`/`<j>` components, which hold the index. Returns the entries
+    /// used; `WrongType` (`EINVAL`) when `mib` is too short.
+    pub fn to_mib(&self, mib: &mut [usize]) -> Result<usize, CtlError> {
+        let pattern = self.pattern();
+        let n = pattern.components().count();
+        if mib.len() < n {
+            return Err(CtlError::WrongType);
+        }
+        let mut nix = 0;
+        for (slot, c) in mib.iter_mut().zip(pattern.components()) {
+            *slot = if is_index(c) {
+                nix += 1;
+                self.ix.get(nix - 1).copied().unwrap_or(0)
+            } else {
+                self.id
+            };
+        }
+        Ok(n)
+    }
+
+    /// The name a MIB from [`Ctl::to_mib`] stands for (its index entries possibly changed).
+    pub fn from_mib(mib: &[usize]) -> Result<Ctl, CtlError> {
+        let id = mib.first().copied().ok_or(CtlError::NotFound)?;
+        let (pattern, _) = entry(id).ok_or(CtlError::NotFound)?;
+        if pattern.components().count() != mib.len() {
+            return Err(CtlError::NotFound);
+        }
+        let mut ix = [0usize; 2];
+        let mut nix = 0;
+        for (&v, c) in mib.iter().zip(pattern.components()) {
+            if is_index(c) {
+                *ix.get_mut(nix).ok_or(CtlError::NotFound)? = v;
+                nix += 1;
+            } else if v != id {
+                return Err(CtlError::NotFound);
+            }
+        }
+        Ok(Ctl { id, ix })
+    }
+
+    /// Reads the value, or writes `new` and returns the value before (`epoch`, as jemalloc's,
+    /// returns the new one; actions: runs the action when `new` is `None`). Every check comes
+    /// first, so an error changes nothing.
+    pub fn call(&self, new: Option<CtlValue<'_>>) -> Result<CtlValue<'static>, CtlError> {
+        let (pattern, target) = entry(self.id).ok_or(CtlError::NotFound)?;
+        if let Some(v) = new {
+            if !pattern.writable {
+                return Err(CtlError::ReadOnly);
+            }
+            if v.ty() != pattern.ty {
+                return Err(CtlError::WrongType);
+            }
+        }
+        let [i, j] = self.ix;
+        match target {
+            Target::Fixed(handler) => handler(self.ix, new),
+            Target::Opt(row) => opt_value(row, i),
+            Target::Global(k) => match crate::stats::stats().fields().get(k) {
+                Some(&(_, v, _)) => Ok(CtlValue::Size(v)),
+                None => Err(CtlError::NotFound),
+            },
+            Target::Arena(k) => {
+                let r = crate::stats::arena_report(i).ok_or(CtlError::NotFound)?;
+                figure(&ArenaFigures::FIGURES, &r.figures.values(), k)
+            }
+            Target::Bin(k) => {
+                let r = crate::stats::arena_report(i).ok_or(CtlError::NotFound)?;
+                let bin = r.bins.get(j).ok_or(CtlError::NotFound)?;
+                figure(&BinFigures::FIGURES, &bin.values(), k)
+            }
+        }
+    }
+
+    /// Reads the value (`WrongType` for an action).
+    pub fn read(&self) -> Result<CtlValue<'static>, CtlError> {
+        if self.ty() == CtlType::Void {
+            return Err(CtlError::WrongType);
+        }
+        self.call(None)
+    }
+
+    /// Writes `new`; returns the value before.
+    pub fn write(&self, new: CtlValue<'_>) -> Result<CtlValue<'static>, CtlError> {
+        self.call(Some(new))
+    }
+
+    /// Runs an action (`WrongType` for a name with a value).
+    pub fn act(&self) -> Result<(), CtlError> {
+        if self.ty() != CtlType::Void {
+            return Err(CtlError::WrongType);
+        }
+        self.call(None).map(|_| ())
+    }
+}
+
+/// Reads the value of `name`: `ctl::read("opt.narenas")`.
+pub fn read(name: &str) -> Result<CtlValue<'static>, CtlError> {
+    Ctl::lookup(name.as_bytes())?.read()
+}
+
+/// Writes `new` to `name` and returns the value before:
+/// `ctl::write("arena.0.thp", CtlValue::Str(c"never"))`.
+pub fn write(name: &str, new: CtlValue<'_>) -> Result<CtlValue<'static>, CtlError> {
+    Ctl::lookup(name.as_bytes())?.write(new)
+}
+
+/// Runs the action `name`: `ctl::act("arena.4096.purge")`.
+pub fn act(name: &str) -> Result<(), CtlError> {
+    Ctl::lookup(name.as_bytes())?.act()
+}
+
+fn figure(
+    figures: &[crate::stats::Figure],
+    values: &[u64],
+    k: usize,
+) -> Result<CtlValue<'static>, CtlError> {
+    match (figures.get(k), values.get(k)) {
+        (Some(f), Some(&v)) => Ok(match f.ty {
+            FigureType::Unsigned => CtlValue::Unsigned(c_uint::try_from(v).unwrap_or(c_uint::MAX)),
+            FigureType::U64 => CtlValue::U64(v),
+            FigureType::Size => CtlValue::Size(v as usize),
+        }),
+        _ => Err(CtlError::NotFound),
+    }
+}
+
+/// `opt.<row>`: the effective option (arena `i` for `opt.arena.<i>.thp`).
+fn opt_value(row: &'static OptionRow, i: usize) -> Result<CtlValue<'static>, CtlError> {
+    if matches!(row.kind, Kind::ArenaThp) && i >= ARENA_THP_MAX {
+        return Err(CtlError::NotFound);
+    }
+    thread::ensure_init();
+    Ok(match thread::options().get(row, i) {
+        Value::Bool(b) => CtlValue::Bool(b),
+        Value::Count(n) => unsigned(n),
+        Value::Size(n) => CtlValue::Size(n),
+        Value::Millis(ms) => CtlValue::I64(ms),
+        Value::Thp(t) | Value::ArenaThp(Some(t)) => CtlValue::Str(thp_cstr(t)),
+        Value::ArenaThp(None) => CtlValue::Str(c"inherit"),
+        Value::Letters(letters) => CtlValue::Str(letters_cstr(letters)),
+    })
+}
+
+/// A NUL-terminated copy of the (one) letters option, made once: the options never change
+/// after the init, so every caller would write the same bytes.
+struct LettersCell {
+    once: Once,
+    buf: UnsafeCell<[u8; crate::config::STATS_PRINT_OPTS_MAX + 1]>,
+}
+
+// SAFETY: `buf` is written once, inside `once`, and read only after `once` completed.
+unsafe impl Sync for LettersCell {}
+
+static LETTERS: LettersCell = LettersCell {
+    once: Once::new(),
+    buf: UnsafeCell::new([0; crate::config::STATS_PRINT_OPTS_MAX + 1]),
+};
+
+fn letters_cstr(letters: &[u8]) -> &'static CStr {
+    LETTERS.once.call(|| {
+        LETTERS.buf.with_mut(|p| {
+            // SAFETY: inside the Once: nobody else reads or writes the buffer yet.
+            let buf = unsafe { &mut *p };
+            for (slot, &c) in buf.iter_mut().zip(letters.iter().filter(|&&c| c != 0)) {
+                *slot = c;
+            }
+        })
+    });
+    LETTERS.once.wait();
+    // SAFETY: the Once has completed (wait), so the buffer is never written again.
+    let buf: &'static [u8; crate::config::STATS_PRINT_OPTS_MAX + 1] =
+        LETTERS.buf.with(|p| unsafe { &*p });
+    // The last byte is never written, so there is always a NUL.
+    CStr::from_bytes_until_nul(buf).unwrap_or(c"")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,175 @@
+//! Purging inside page chunks: free pages of slabs and page runs are returned after the decay
+//! time where no huge page backs them, and under `dirty_max` even where one does (splitting
+//! it, counted as subreleased); with `thp_collapse` such a chunk is collapsed again once it
+//! fills up. The tests share process-wide settings, so they run one at a time.
+
+use hugealloc::alloc;
+use std::sync::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn rss_bytes() -> usize {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<usize>()
+        .unwrap()
+        * 1024
+}
+
+/// Allocates `mib` MiB of 256-byte objects (written), frees all but one in `keep`.
+fn thinned_heap(
+    alloc_one: impl Fn() -> *mut u8,
+    free_one: impl Fn(*mut u8),
+    mib: usize,
+    keep: usize,
+) -> Vec<*mut u8> {
+    let n = (mib << 20) / 256;
+    let all: Vec<*mut u8> = (0..n)
+        .map(|_| {
+            let p = alloc_one();
+            assert!(!p.is_null());
+            // SAFETY: a live 256-byte block.
+            unsafe { std::ptr::write_bytes(p, 0x77, 256) };
+            p
+        })
+        .collect();
+    let mut kept = Vec::new();
+    for (i, p) in all.into_iter().enumerate() {
+        if i % keep == 0 {
+            kept.push(p);
+        } else {
+            free_one(p);
+        }
+    }
+    kept
+}
+
+/// Page-run frees drive decay (64 KiB blocks bypass the thread cache's large bins).
+fn activity() {
+    for _ in 0..8 {
+        let p = alloc::malloc(64 << 10);
+        // SAFETY: p is live.
+        unsafe { alloc::free(p) };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn freed_slab_pages_are_purged_after_the_decay_time() {
+    let _g = SERIAL.lock().unwrap();
+    let _ = hugealloc::stats();
+    hugealloc::arena::set_decay_ms(200);
+    let before = rss_bytes();
+    let kept = thinned_heap(
+        || alloc::malloc(256),
+        // SAFETY: a live block from hugealloc, freed once.
+        |p| unsafe { alloc::free(p) },
+        64,
+        64,
+    );
+    hugealloc::thread::flush_thread_cache();
+    let thinned = rss_bytes();
+    assert!(
+        thinned >= before + (56 << 20),
+        "the heap was not resident: {before} -> {thinned}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    activity();
+    let after = rss_bytes();
+    // 256-byte slabs are one page of 16 objects: one page in four keeps a survivor, so about
+    // 48 of the 64 MiB can go back.
+    assert!(
+        after + (40 << 20) <= thinned,
+        "RSS {after} after decay, {thinned} before: free slab pages stayed resident"
+    );
+    for p in kept {
+        // SAFETY: p is live.
+        unsafe { alloc::free(p) };
+    }
+}
+
+#[test]
+fn dirty_max_caps_dirty_pages_even_on_huge_pages() {
+    let _g = SERIAL.lock().unwrap();
+    let _ = hugealloc::stats();
+    // No time-driven decay: only the byte limit purges.
+    hugealloc::arena::set_decay_ms(-1);
+    hugealloc::arena::set_purge_globals(4 << 20, true);
+    let arena = hugealloc::Arena::new(hugealloc::Thp::Always).expect("arena");
+    let layout = std::alloc::Layout::from_size_align(256, 16).unwrap();
+    use std::alloc::GlobalAlloc;
+    let kept = thinned_heap(
+        // SAFETY: a non-zero layout.
+        || unsafe { arena.alloc(layout) },
+        // SAFETY: a live block of this arena with this layout, freed once.
+        |p| unsafe { arena.dealloc(p, layout) },
+        64,
+        64,
+    );
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    // Activity in that arena drives the pass.
+    let big = std::alloc::Layout::from_size_align(64 << 10, 16).unwrap();
+    for _ in 0..4 {
+        // SAFETY: allocate and free one block of the arena.
+        unsafe {
+            let p = arena.alloc(big);
+            assert!(!p.is_null());
+            arena.dealloc(p, big);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(120));
+    }
+    let snap = hugealloc::thread::arena(arena.index()).snapshot();
+    let dirty = snap.dirty_page_bytes + snap.arena.dirty_extent_bytes;
+    assert!(
+        dirty <= 4 << 20,
+        "dirty {dirty} bytes over a 4 MiB dirty_max"
+    );
+    // The arena's chunks are advised huge, so the pages purged split huge pages.
+    assert!(snap.arena.subreleased_bytes >= 32 << 20, "{:?}", snap.arena);
+    // Refill: the split chunks fill up again and, with thp_collapse, are collapsed (where the
+    // kernel has MADV_COLLAPSE, 6.1+).
+    let refill: Vec<*mut u8> = (0..(64 << 20) / 256)
+        // SAFETY: a fresh block of the arena.
+        .map(|_| unsafe { arena.alloc(layout) })
+        .collect();
+    let snap = hugealloc::thread::arena(arena.index()).snapshot();
+    if collapse_supported() {
+        assert!(snap.arena.collapsed_bytes > 0, "{:?}", snap.arena);
+    } else {
+        eprintln!("skipped the collapse check: MADV_COLLAPSE is not available here");
+    }
+    for p in kept.into_iter().chain(refill) {
+        // SAFETY: live blocks of the arena.
+        unsafe { arena.dealloc(p, layout) };
+    }
+    hugealloc::arena::set_purge_globals(0, false);
+    hugealloc::arena::set_decay_ms(10_000);
+}
+
+/// Whether `MADV_COLLAPSE` works on a small advised mapping of our own.
+fn collapse_supported() -> bool {
+    const MADV_COLLAPSE: i32 = 25;
+    let len = 4 << 20;
+    // SAFETY: a fresh private mapping, touched, advised and unmapped by this function only.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return false;
+        }
+        let aligned = ((p as usize + (2 << 20) - 1) & !((2 << 20) - 1)) as *mut libc::c_void;
+        std::ptr::write_bytes(aligned as *mut u8, 1, 2 << 20);
+        let ok = libc::madvise(aligned, 2 << 20, MADV_COLLAPSE) == 0;
+        libc::munmap(p, len);
+        ok
+    }
+}

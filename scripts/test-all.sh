@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Every test hugealloc has, in one command (the README's test command; .ci/run calls it after
+# installing the Debian packages the tests run):
+#   1. the workspace's unit, integration, C-ABI and real-program tests (release);
+#   2. the loom models of the concurrent structures (allocator-core/tests/loom.rs), built with
+#      `--cfg loom` in a target folder of their own, preemptions bounded so they take minutes;
+#   3. a bounded run of every fuzz target (scripts/fuzz-ci.sh; FUZZ_SECS, default 60 s each).
+# HUGEALLOC_SKIP_FUZZ=1 skips step 3 (it installs cargo-fuzz on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo test --workspace --release"
+cargo test --workspace --release
+
+echo "== loom models"
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" \
+  CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
+  cargo test -p hugealloc --release --test loom
+
+if [ "${HUGEALLOC_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzz targets"
+  scripts/fuzz-ci.sh
+fi
+echo "== all tests passed"
