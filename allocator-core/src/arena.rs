@@ -714,8 +714,10 @@ impl Arena {
         self.chunk_unfile(inner, pc);
         // SAFETY: pages start..start+n of pc belonged to the run being freed.
         unsafe {
+            if (*pc).ndirty_free == 0 {
+                (*pc).dirty_since_ms = os::now_ms();
+            }
             (*pc).give_pages(start, n);
-            (*pc).last_free_ms = os::now_ms();
         }
         // SAFETY: as above.
         if unsafe { (*pc).nfree } as usize == CHUNK_PAGES && inner.empty_chunks >= 1 {
@@ -867,6 +869,7 @@ impl Arena {
             if dirty {
                 p.dirty.set_range(0, CHUNK_PAGES);
                 p.ndirty_free = CHUNK_PAGES as u32;
+                p.dirty_since_ms = (*e).dirty_since_ms;
             }
             (*e).state = STATE_PAGES;
             (*e).pages = pc;
@@ -1171,7 +1174,7 @@ impl Arena {
 
     /// Decay, driven by allocation activity (and the background thread): at most every tenth
     /// of the decay time, purge the dirty free extents dirty for longer than `dirty_decay_ms`,
-    /// and the free pages of page chunks quiet that long which no huge page backs. A
+    /// and the free pages of page chunks dirty that long which no huge page backs. A
     /// huge-backed chunk is purged in part (split) only when `dirty_max` demands it.
     fn maybe_decay(&self, inner: &mut ArenaInner) {
         let decay = self.decay_raw();
@@ -1200,12 +1203,13 @@ impl Arena {
                     e = next;
                 }
             }
-            // Then the free pages of chunks quiet for the decay time, where no huge page
-            // backs them (purging those costs nothing but the page faults of reuse).
+            // Then the free pages of chunks dirty for the decay time, where no huge page backs
+            // them (purging those costs nothing but the page faults of reuse). Pages freed
+            // since the chunk's oldest go with them, a little early.
             purged += self.purge_page_chunks(inner, usize::MAX, |pc| {
                 // SAFETY: pc is a live filed page chunk.
-                let quiet = now.saturating_sub(unsafe { (*pc).last_free_ms }) >= decay;
-                quiet && !Self::huge_backed(pc)
+                let old = now.saturating_sub(unsafe { (*pc).dirty_since_ms }) >= decay;
+                old && !Self::huge_backed(pc)
             });
         }
         if limit != 0 {

@@ -72,8 +72,9 @@ pub struct PageChunk {
     /// Set when free pages were purged while the chunk was huge-backed (the huge page was
     /// split); cleared when the chunk is collapsed again (`thp_collapse`).
     pub split: bool,
-    /// When pages were last freed here (ms): decay waits for a quiet chunk.
-    pub last_free_ms: u64,
+    /// When the oldest free dirty page still unpurged was freed (ms): the chunk's free pages
+    /// are purged once that is older than the decay time.
+    pub dirty_since_ms: u64,
     /// Bucket list links (arena's chunks by longest free run).
     pub next: *mut PageChunk,
     pub prev: *mut PageChunk,
