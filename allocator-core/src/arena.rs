@@ -64,6 +64,8 @@ pub struct ArenaStats {
     pub chunks: u64,
     pub page_chunks: u64,
     pub dirty_extent_bytes: u64,
+    /// Free extents given `MADV_FREE` and not yet `MADV_DONTNEED` (`muzzy_decay_ms`).
+    pub muzzy_extent_bytes: u64,
     pub clean_extent_bytes: u64,
     pub purged_bytes: u64,
     /// Bytes purged from chunks that were huge-backed (splitting their huge page), under
@@ -122,6 +124,16 @@ pub fn decay_ms() -> i64 {
 
 /// How many arenas have been created.
 /// `dirty_max` (0: no limit) and `thp_collapse`, set once by the init.
+/// `muzzy_decay_ms` (0: no muzzy stage, purge with `MADV_DONTNEED` at once; `u64::MAX`: never).
+static MUZZY_DECAY_MS: crate::sync::plain::AtomicU64 = crate::sync::plain::AtomicU64::new(0);
+
+/// Sets `muzzy_decay_ms`: how long memory stays muzzy (`MADV_FREE`d) before `MADV_DONTNEED`;
+/// 0 skips the muzzy stage, negative keeps muzzy memory until reuse.
+pub fn set_muzzy_decay_ms(ms: i64) {
+    // Relaxed: a tuning value, read on the purge path.
+    MUZZY_DECAY_MS.store(decay_encode(ms), Ordering::Relaxed);
+}
+
 static DIRTY_MAX: crate::sync::plain::AtomicUsize = crate::sync::plain::AtomicUsize::new(0);
 static THP_COLLAPSE: crate::sync::plain::AtomicBool = crate::sync::plain::AtomicBool::new(false);
 
@@ -570,6 +582,7 @@ impl Arena {
             s.huge_active -= (er.nchunks * CHUNK) as u64;
             er.state = STATE_FREE;
             er.dirty = true;
+            er.muzzy = false;
             er.dirty_since_ms = os::now_ms();
         }
         self.extent_free(&mut inner, e);
@@ -595,6 +608,7 @@ impl Arena {
                 t.nchunks = n - m;
                 t.state = STATE_FREE;
                 t.dirty = true;
+                t.muzzy = false;
                 t.dirty_since_ms = os::now_ms();
                 t.advice = er.advice;
             }
@@ -889,6 +903,7 @@ impl Arena {
             let e = (*pc).extent;
             (*e).state = STATE_FREE;
             (*e).dirty = (*pc).ndirty_free != 0;
+            (*e).muzzy = false;
             (*e).dirty_since_ms = os::now_ms();
             (*e).pages = null_mut();
             PAGEMAP.set((*e).addr, 1, e as usize | TAG_EXTENT);
@@ -940,9 +955,11 @@ impl Arena {
 
     fn free_file(&self, inner: &mut ArenaInner, e: *mut Extent) {
         // SAFETY: e is a live free extent on no list.
-        let (dirty, n) = unsafe { ((*e).dirty, (*e).nchunks) };
+        let (dirty, muzzy, n) = unsafe { ((*e).dirty, (*e).muzzy, (*e).nchunks) };
         let bytes = (n * CHUNK) as u64;
-        if dirty {
+        if dirty && muzzy {
+            inner.stats.muzzy_extent_bytes += bytes;
+        } else if dirty {
             inner.stats.dirty_extent_bytes += bytes;
         } else {
             inner.stats.clean_extent_bytes += bytes;
@@ -953,9 +970,11 @@ impl Arena {
 
     fn free_unfile(&self, inner: &mut ArenaInner, e: *mut Extent) {
         // SAFETY: e is a live free extent on its list.
-        let (dirty, n) = unsafe { ((*e).dirty, (*e).nchunks) };
+        let (dirty, muzzy, n) = unsafe { ((*e).dirty, (*e).muzzy, (*e).nchunks) };
         let bytes = (n * CHUNK) as u64;
-        if dirty {
+        if dirty && muzzy {
+            inner.stats.muzzy_extent_bytes -= bytes;
+        } else if dirty {
             inner.stats.dirty_extent_bytes -= bytes;
         } else {
             inner.stats.clean_extent_bytes -= bytes;
@@ -971,13 +990,14 @@ impl Arena {
         // SAFETY: e and every extent found through the pagemap are live descriptors; the
         // arena lock guards all of this arena's extents.
         unsafe {
-            let dirty = (*e).dirty;
+            let (dirty, muzzy) = ((*e).dirty, (*e).muzzy);
             let before = PAGEMAP.get((*e).addr - 1);
             if before & TAG_MASK == TAG_EXTENT {
                 let p = (before & !TAG_MASK) as *mut Extent;
                 if (*p).state == STATE_FREE
                     && (*p).arena == self.index
                     && (*p).dirty == dirty
+                    && (*p).muzzy == muzzy
                     && (*p).addr + (*p).nchunks * CHUNK == (*e).addr
                 {
                     self.free_unfile(inner, p);
@@ -996,6 +1016,7 @@ impl Arena {
                 if (*x).state == STATE_FREE
                     && (*x).arena == self.index
                     && (*x).dirty == dirty
+                    && (*x).muzzy == muzzy
                     && (*x).addr == end
                 {
                     self.free_unfile(inner, x);
@@ -1071,6 +1092,7 @@ impl Arena {
                 l.nchunks = leftover.1;
                 l.state = STATE_FREE;
                 l.dirty = false;
+                l.muzzy = false;
                 PAGEMAP.set(l.addr, l.nchunks, head_desc as usize | TAG_EXTENT);
             }
             inner.stats.chunks += leftover.1 as u64;
@@ -1116,6 +1138,7 @@ impl Arena {
             dr.nchunks = n;
             dr.state = STATE_FREE;
             dr.dirty = (*e).dirty;
+            dr.muzzy = (*e).muzzy;
             dr.advice = (*e).advice;
             dr.dirty_since_ms = (*e).dirty_since_ms;
         }
@@ -1191,14 +1214,31 @@ impl Arena {
         inner.last_decay_ms = now;
         let mut purged = 0;
         if decay != u64::MAX {
-            // Whole free chunks first: purging them splits nothing.
+            // Whole free chunks first: purging them splits nothing. With a muzzy stage, dirty
+            // extents get `MADV_FREE` first and `MADV_DONTNEED` once muzzy for its time.
+            // Relaxed: see set_muzzy_decay_ms.
+            let muzzy_decay = MUZZY_DECAY_MS.load(Ordering::Relaxed);
             for b in 0..NFREE_BUCKETS {
                 let mut e = inner.free_dirty[b];
                 while !e.is_null() {
                     // SAFETY: filed extents are live; `next` is read before e is refiled.
-                    let (next, since) = unsafe { ((*e).next, (*e).dirty_since_ms) };
-                    if now.saturating_sub(since) >= decay {
-                        purged += self.purge_extent(inner, e);
+                    let (next, since, muzzy) =
+                        unsafe { ((*e).next, (*e).dirty_since_ms, (*e).muzzy) };
+                    let age = now.saturating_sub(since);
+                    if muzzy {
+                        if muzzy_decay != u64::MAX && age >= muzzy_decay {
+                            purged += self.purge_extent(inner, e);
+                        }
+                    } else if age >= decay {
+                        if muzzy_decay == 0 {
+                            purged += self.purge_extent(inner, e);
+                        } else {
+                            // It may merge with muzzy neighbours, `next` among them: walk
+                            // this list again (it now holds one more muzzy extent).
+                            self.lazy_purge_extent(inner, e, now);
+                            e = inner.free_dirty[b];
+                            continue;
+                        }
                     }
                     e = next;
                 }
@@ -1218,6 +1258,18 @@ impl Arena {
         inner.stats.purged_bytes += purged as u64;
     }
 
+    /// Gives a dirty free extent `MADV_FREE` (muzzy from `now`); refiles it.
+    fn lazy_purge_extent(&self, inner: &mut ArenaInner, e: *mut Extent, now: u64) {
+        self.free_unfile(inner, e);
+        // SAFETY: e is a live free extent of this arena, now unfiled.
+        unsafe {
+            os::advise((*e).addr as *mut u8, (*e).nchunks * CHUNK, os::Advice::Free);
+            (*e).muzzy = true;
+            (*e).dirty_since_ms = now;
+        }
+        self.extent_free(inner, e);
+    }
+
     fn purge_extent(&self, inner: &mut ArenaInner, e: *mut Extent) -> usize {
         self.free_unfile(inner, e);
         // SAFETY: e is a live free extent of this arena, now unfiled.
@@ -1225,6 +1277,7 @@ impl Arena {
             let len = (*e).nchunks * CHUNK;
             os::advise((*e).addr as *mut u8, len, os::Advice::DontNeed);
             (*e).dirty = false;
+            (*e).muzzy = false;
             len
         };
         self.extent_free(inner, e);

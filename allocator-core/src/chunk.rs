@@ -34,6 +34,9 @@ pub struct Extent {
     pub state: u8,
     /// Free extents: whether the pages were touched since last known zero.
     pub dirty: bool,
+    /// Free dirty extents: already given `MADV_FREE` (muzzy: the kernel may reclaim them
+    /// lazily; contents undefined, so still zeroed on reuse like dirty memory).
+    pub muzzy: bool,
     pub advice: u8,
     /// Huge blocks: the size class.
     pub class: u8,

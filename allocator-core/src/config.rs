@@ -204,7 +204,7 @@ const ROWS: [OptionRow; 18] = [
     row("thp_collapse", Field::ThpCollapse, Kind::Bool, Value::Bool(false),
         "Re-collapse a refilled, partly purged chunk with `MADV_COLLAPSE` (Linux 6.1+)."),
     row("background_thread", Field::BackgroundThread, Kind::Bool, Value::Bool(false),
-        "Purge from a background thread instead of inside allocation calls."),
+        "Also purge from a thread of its own, so memory freed before a quiet period goes back."),
     row("stats_print", Field::StatsPrint, Kind::Bool, Value::Bool(false),
         "Print statistics to stderr at exit."),
     row("stats_print_opts", Field::StatsPrintOpts,

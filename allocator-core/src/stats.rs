@@ -168,6 +168,8 @@ figures! {
         pdirty "pdirty" Size Main sum =
             pages(s.snap.dirty_page_bytes + s.snap.arena.dirty_extent_bytes),
             "freed pages kept dirty (resident) for reuse";
+        pmuzzy "pmuzzy" Size Main sum = pages(s.snap.arena.muzzy_extent_bytes),
+            "freed pages given MADV_FREE and not yet purged (muzzy_decay_ms)";
         mapped "mapped" Size Main sum =
             s.snap.arena.chunks * crate::size_class::CHUNK as u64,
             "bytes of chunks the arena took (all states)";
@@ -204,6 +206,10 @@ figures! {
         thp_nohuge_advised "thp.nohuge_advised" Size Thp sum =
             s.snap.arena.advised_nohuge_bytes,
             "bytes of chunks advised MADV_NOHUGEPAGE (nh in smaps), counted at each advice";
+        thp_subreleased "thp.subreleased" U64 Thp sum = s.snap.arena.subreleased_bytes,
+            "bytes purged from huge-backed chunks (splitting their huge page) under dirty_max";
+        thp_collapsed "thp.collapsed" U64 Thp sum = s.snap.arena.collapsed_bytes,
+            "bytes of split chunks collapsed into huge pages again (thp_collapse)";
         lock_waits "lock_waits" U64 Mutex sum = s.arena.inner.contended(),
             "times the arena lock was found held";
     }

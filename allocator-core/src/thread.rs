@@ -130,6 +130,7 @@ fn global_init() {
     crate::arena::set_thp_globals(mode, opts.thp_threshold);
     crate::arena::set_decay_ms(opts.dirty_decay_ms);
     crate::arena::set_purge_globals(opts.dirty_max, opts.thp_collapse);
+    crate::arena::set_muzzy_decay_ms(opts.muzzy_decay_ms);
     let meta = crate::thp::advice_for(opts.metadata_thp, mode, 0, usize::MAX);
     // Relaxed: read by the base under its lock, after this init.
     BASE.advice.store(

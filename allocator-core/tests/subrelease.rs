@@ -173,3 +173,47 @@ fn collapse_supported() -> bool {
         ok
     }
 }
+
+#[test]
+fn muzzy_stage_frees_lazily_then_purges() {
+    let _g = SERIAL.lock().unwrap();
+    let _ = hugealloc::stats();
+    hugealloc::arena::set_decay_ms(100);
+    hugealloc::arena::set_muzzy_decay_ms(400);
+    let arena = hugealloc::Arena::new(hugealloc::Thp::Default).expect("arena");
+    use std::alloc::GlobalAlloc;
+    let huge = std::alloc::Layout::from_size_align(32 << 20, 16).unwrap();
+    let small = std::alloc::Layout::from_size_align(64 << 10, 16).unwrap();
+    let snap = || hugealloc::thread::arena(arena.index()).snapshot().arena;
+    // Activity in the arena drives its decay passes.
+    let tick = || {
+        // SAFETY: allocate and free one block of the arena.
+        unsafe {
+            let p = arena.alloc(small);
+            assert!(!p.is_null());
+            arena.dealloc(p, small);
+        }
+    };
+    // SAFETY: a fresh block of the arena, written and freed once.
+    unsafe {
+        let p = arena.alloc(huge);
+        assert!(!p.is_null());
+        std::ptr::write_bytes(p, 3, 32 << 20);
+        arena.dealloc(p, huge);
+    }
+    assert!(snap().dirty_extent_bytes >= 30 << 20, "{:?}", snap());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    tick();
+    // Past the dirty decay: MADV_FREE, muzzy, no longer counted dirty.
+    let s = snap();
+    assert!(s.muzzy_extent_bytes >= 28 << 20, "{s:?}");
+    assert!(s.dirty_extent_bytes < 4 << 20, "{s:?}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    tick();
+    // Past the muzzy decay as well: MADV_DONTNEED, clean.
+    let s = snap();
+    assert!(s.muzzy_extent_bytes < 4 << 20, "{s:?}");
+    assert!(s.clean_extent_bytes >= 28 << 20, "{s:?}");
+    hugealloc::arena::set_muzzy_decay_ms(0);
+    hugealloc::arena::set_decay_ms(10_000);
+}
