@@ -39,7 +39,11 @@ pub fn map_aligned(len: usize, align: usize) -> *mut u8 {
 }
 
 /// Maps `len` bytes (a page multiple) of fresh zeroed anonymous memory, or returns null.
+/// `errno` is left as it was either way: a refusal is reported by the null result (`c_api`
+/// sets `ENOMEM` where C wants it), and a refusal that a caller recovers from (a smaller
+/// reservation, another source) must not leave a successful `malloc` with `errno` changed.
 pub fn map(len: usize) -> *mut u8 {
+    let saved = errno();
     // SAFETY: an anonymous private mapping with a null hint touches no existing memory.
     let p = unsafe {
         libc::mmap(
@@ -52,6 +56,7 @@ pub fn map(len: usize) -> *mut u8 {
         )
     };
     if p == libc::MAP_FAILED {
+        set_errno(saved);
         ptr::null_mut()
     } else {
         name_mapping(p as *mut u8, len);

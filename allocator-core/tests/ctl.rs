@@ -145,6 +145,13 @@ fn printed(opts: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// A block of `size` bytes from arena 0 (whichever arena this thread is bound to).
+fn in_arena_0(size: usize) -> *mut u8 {
+    let p = alloc::alloc_in(Some(0), size, 1, false, false);
+    assert!(!p.is_null());
+    p
+}
+
 /// The index of the small class whose blocks are `size` bytes.
 fn small_class_of(size: usize) -> usize {
     let nbins = read_u64("arenas.nbins") as usize;
@@ -556,9 +563,9 @@ fn json_check(json: &str) -> Option<String> {
 
 #[test]
 fn ctl_json_output_parses_and_letters_leave_parts_out() {
-    // Something in a bin of arena 0 and a large block.
-    let keep: Vec<usize> = (0..50).map(|_| alloc::malloc(100) as usize).collect();
-    let large = alloc::malloc(100 << 10);
+    // Something in a bin of arena 0 and a large block, so arena 0 is printed in full.
+    let keep: Vec<usize> = (0..50).map(|_| in_arena_0(100) as usize).collect();
+    let large = in_arena_0(100 << 10);
     let all = printed("J");
     assert!(
         all.starts_with(&format!(
@@ -605,7 +612,7 @@ fn ctl_json_output_parses_and_letters_leave_parts_out() {
 
 #[test]
 fn ctl_text_output_names_each_figure_by_its_ctl_name() {
-    let keep = alloc::malloc(100);
+    let keep = in_arena_0(100);
     let text = printed("");
     for line in text.lines() {
         assert!(line.starts_with("hugealloc: "), "{line}");
