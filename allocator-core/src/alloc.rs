@@ -9,6 +9,7 @@
 
 use crate::arena::{self, Owner};
 use crate::chunk::{PAGE_CLASS_SHIFT, PAGE_KIND, PAGE_LARGE, PAGE_SLAB};
+use crate::diag;
 use crate::pagemap::{PAGEMAP, TAG_MASK, TAG_PAGES};
 use crate::size_class::*;
 use crate::tcache::NBINS;
@@ -96,6 +97,20 @@ pub fn alloc_arena(
     align: usize,
     zero: bool,
 ) -> *mut u8 {
+    let debug = diag::debug();
+    if debug != 0 {
+        return alloc_arena_debug(arena, size, align, zero, debug);
+    }
+    alloc_arena_plain(arena, class, size, align, zero)
+}
+
+fn alloc_arena_plain(
+    arena: &arena::Arena,
+    class: usize,
+    size: usize,
+    align: usize,
+    zero: bool,
+) -> *mut u8 {
     if is_small(class) {
         let mut one = [null_mut()];
         if arena.bin_fill(class, &mut one) == 0 {
@@ -110,6 +125,116 @@ pub fn alloc_arena(
         arena.large_alloc(class, align, zero)
     } else {
         arena.huge_alloc(class, size, align, zero)
+    }
+}
+
+// ---- debug modes (`junk`, `zero`, `check:full`) -------------------------------------------
+
+/// Under `check:full`, every small block ends in a redzone: `REDZONE_BYTE`s after the
+/// requested bytes, then the requested size as a little-endian `u32` in the block's last four
+/// bytes. Requests are served from the class of `size + REDZONE`, so every small block has
+/// one and `free` checks it; blocks that become large through the extra bytes have none.
+pub const REDZONE: usize = 16;
+const REDZONE_BYTE: u8 = 0xfe;
+/// jemalloc's junk bytes: new blocks, freed blocks.
+pub const JUNK_ALLOC: u8 = 0xa5;
+pub const JUNK_FREE: u8 = 0x5a;
+
+#[cold]
+#[inline(never)]
+fn alloc_arena_debug(
+    arena: &arena::Arena,
+    size: usize,
+    align: usize,
+    zero: bool,
+    debug: u8,
+) -> *mut u8 {
+    let full = debug & diag::DEBUG_FULL != 0;
+    let zero = zero || debug & diag::DEBUG_ZERO != 0;
+    let want = if full {
+        size.saturating_add(REDZONE)
+    } else {
+        size
+    };
+    let Some(class) = class_for(want, align) else {
+        return null_mut();
+    };
+    let p = alloc_arena_plain(arena, class, want, align, zero);
+    if p.is_null() {
+        return p;
+    }
+    if full && is_small(class) {
+        let usable = class_size(class);
+        // SAFETY: p is a live block of `usable` bytes and usable >= size + REDZONE.
+        unsafe {
+            ptr::write_bytes(p.add(size), REDZONE_BYTE, usable - 4 - size);
+            ptr::copy_nonoverlapping((size as u32).to_le_bytes().as_ptr(), p.add(usable - 4), 4);
+        }
+    }
+    if !zero && debug & (diag::DEBUG_JUNK | diag::DEBUG_FULL) != 0 {
+        // SAFETY: p is a live block of at least `size` bytes.
+        unsafe { ptr::write_bytes(p, JUNK_ALLOC, size) };
+    }
+    p
+}
+
+/// The requested size stored in a small block's redzone (`check:full`); aborts naming the
+/// block when the redzone was overwritten.
+fn redzone_size(p: *mut u8, class: usize) -> usize {
+    let usable = class_size(class);
+    let mut word = [0u8; 4];
+    // SAFETY: p is a live small block of `usable` bytes (the caller looked it up).
+    unsafe { ptr::copy_nonoverlapping(p.add(usable - 4), word.as_mut_ptr(), 4) };
+    let size = u32::from_le_bytes(word) as usize;
+    if size + REDZONE > usable {
+        diag::fatal_ptr(
+            "heap overflow: the size kept after a block was overwritten:",
+            p,
+        );
+    }
+    // SAFETY: bytes size..usable-4 lie inside the block.
+    let zone = unsafe { core::slice::from_raw_parts(p.add(size), usable - 4 - size) };
+    if zone.iter().any(|&b| b != REDZONE_BYTE) {
+        diag::fatal_ptr(
+            "heap overflow: the redzone after a block was overwritten:",
+            p,
+        );
+    }
+    size
+}
+
+/// The usable size of a live block, as the program sees it: under `check:full` a small
+/// block's requested size (what lies beyond is the redzone).
+pub fn usable_of(p: *mut u8, owner: &Owner) -> usize {
+    match *owner {
+        Owner::Small { class, .. } if diag::debug() & diag::DEBUG_FULL != 0 => {
+            redzone_size(p, class)
+        }
+        Owner::Small { class, .. } | Owner::Large { class, .. } => class_size(class),
+        // SAFETY: owner_of checked the extent is a live huge block.
+        Owner::Huge { extent } => unsafe { class_size((*extent).class as usize) },
+    }
+}
+
+/// Checks and junk-fills a block about to be freed (debug modes).
+#[cold]
+#[inline(never)]
+fn free_debug(owner: &Owner, p: *mut u8, debug: u8) {
+    if let Owner::Small { slab, .. } = *owner {
+        // A second free of a block already back in its slab must abort before the fill, which
+        // would write into whoever holds the block now. (Read without the bin lock: a race
+        // with another thread's free of the same block is itself the bug being caught.)
+        // SAFETY: owner_of returned the live slab holding p.
+        match unsafe { (*slab).index_of(p as usize).map(|i| (*slab).free.get(i)) } {
+            None => diag::fatal_ptr("free of a pointer inside a block (not its start):", p),
+            Some(true) => diag::fatal_ptr("double free of", p),
+            Some(false) => {}
+        }
+    }
+    let usable = usable_of(p, owner);
+    if debug & (diag::DEBUG_JUNK | diag::DEBUG_FULL) != 0 {
+        // SAFETY: p is a live block of at least `usable` bytes, being freed.
+        unsafe { ptr::write_bytes(p, JUNK_FREE, usable) };
     }
 }
 
@@ -246,6 +371,10 @@ pub unsafe fn free_slow(p: *mut u8) {
 }
 
 fn free_arena(owner: Owner, p: *mut u8) {
+    let debug = diag::debug();
+    if debug != 0 {
+        free_debug(&owner, p, debug);
+    }
     let a = thread::arena(arena::arena_index_of(&owner) as usize);
     match owner {
         Owner::Small { class, .. } => a.bin_flush(class, &[p]),
@@ -264,7 +393,13 @@ pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
         return;
     }
     let class = arena::class_of_ptr(p);
-    if class_for(size, align) != Some(class) {
+    // Under `check:full` the block was served from the class of `size + REDZONE`.
+    let asked = if diag::debug() & diag::DEBUG_FULL != 0 {
+        size.saturating_add(REDZONE)
+    } else {
+        size
+    };
+    if class_for(asked, align) != Some(class) {
         crate::diag::fatal_ptr("free with a size of another class:", p);
     }
     // SAFETY: forwarded contract.
@@ -287,7 +422,8 @@ pub unsafe fn free_no_cache(p: *mut u8) {
 /// # Safety
 /// `p` is a live block from this allocator.
 pub unsafe fn usable_size(p: *const u8) -> usize {
-    arena::usable_size(p as *mut u8)
+    let p = p as *mut u8;
+    usable_of(p, &arena::owner_of(p))
 }
 
 /// The usable size `alloc(size, align)` would give, without allocating.
@@ -302,12 +438,12 @@ pub fn good_size(size: usize, align: usize) -> Option<usize> {
 /// `p` is a live block from this allocator.
 pub unsafe fn resize_in_place(p: *mut u8, size: usize, align: usize) -> usize {
     let Some(new_class) = class_for(size, align) else {
-        return arena::usable_size(p);
+        return usable_of(p, &arena::owner_of(p));
     };
     let owner = arena::owner_of(p);
     let a = thread::arena(arena::arena_index_of(&owner) as usize);
     match owner {
-        Owner::Small { class, .. } => class_size(class),
+        Owner::Small { .. } => usable_of(p, &owner),
         Owner::Large { chunk, page, class } => {
             if new_class == class
                 || ((NSMALL..HUGE_FIRST).contains(&new_class)
@@ -348,16 +484,24 @@ pub unsafe fn realloc(p: *mut u8, size: usize, align: usize) -> *mut u8 {
         return null_mut();
     };
     let owner = arena::owner_of(p);
-    let (old_class, old_usable) = match owner {
-        Owner::Small { class, .. } | Owner::Large { class, .. } => (class, class_size(class)),
+    let old_usable = usable_of(p, &owner);
+    let old_class = match owner {
+        Owner::Small { class, .. } | Owner::Large { class, .. } => class,
         // SAFETY: owner_of checked the extent is live.
-        Owner::Huge { extent } => unsafe {
-            (
-                (*extent).class as usize,
-                class_size((*extent).class as usize),
-            )
-        },
+        Owner::Huge { extent } => unsafe { (*extent).class as usize },
     };
+    if diag::debug() & diag::DEBUG_FULL != 0 && is_small(old_class) {
+        // Keep every block's redzone right: move, never resize in place.
+        let q = alloc(size, align);
+        if !q.is_null() {
+            // SAFETY: both blocks are live and distinct; copy what both hold.
+            unsafe {
+                ptr::copy_nonoverlapping(p, q, old_usable.min(size));
+                free(p);
+            }
+        }
+        return q;
+    }
     if new_class == old_class && (p as usize).is_multiple_of(align) {
         if let Owner::Huge { extent } = owner {
             // SAFETY: live extent; record the new requested size for advice and stats.

@@ -270,15 +270,6 @@ pub fn arena_index_of(owner: &Owner) -> u32 {
     }
 }
 
-/// The usable size of a live block.
-pub fn usable_size(p: *mut u8) -> usize {
-    match owner_of(p) {
-        Owner::Small { class, .. } | Owner::Large { class, .. } => class_size(class),
-        // SAFETY: owner_of checked the extent is a live huge block.
-        Owner::Huge { extent } => unsafe { class_size((*extent).class as usize) },
-    }
-}
-
 // The descriptor pointers these methods take (`PageChunk`, `Extent`) come only from
 // `owner_of`, which validates them against the pagemap; making every method `unsafe` would
 // move that one fact to every call site without adding a check.
@@ -705,7 +696,10 @@ impl Arena {
                 if let Some(start) = found {
                     self.chunk_unfile(inner, pc);
                     // SAFETY: pages start..start+n are free in pc.
-                    let dirty = unsafe { (*pc).take_pages(start, n) };
+                    let dirty = unsafe {
+                        (*pc).check();
+                        (*pc).take_pages(start, n)
+                    };
                     self.chunk_file(inner, pc);
                     self.maybe_collapse(inner, pc);
                     return Some((pc, start, dirty));
@@ -732,6 +726,7 @@ impl Arena {
                 (*pc).dirty_since_ms = os::now_ms();
             }
             (*pc).give_pages(start, n);
+            (*pc).check();
         }
         // SAFETY: as above.
         if unsafe { (*pc).nfree } as usize == CHUNK_PAGES && inner.empty_chunks >= 1 {

@@ -9,6 +9,7 @@
 //! (`nempty` counts them), so a producer/consumer pair does not map and unmap a slab for
 //! every batch, and an idle bin keeps at most that much memory.
 
+use crate::diag;
 use crate::list;
 use crate::slab::Slab;
 use core::ptr::null_mut;
@@ -178,24 +179,40 @@ impl BinState {
         self.check();
     }
 
-    /// Invariant scan (debug and test builds): the listed slabs have room, `nempty` is right.
+    /// Invariant scan (debug and test builds, `check:full`): the listed slabs have room and
+    /// are sound, `nempty` is right.
     pub fn check(&self) {
-        if cfg!(debug_assertions) {
-            let mut empty = 0;
-            let mut s = self.nonfull;
-            let mut steps = 0;
-            while !s.is_null() {
-                // SAFETY: listed slabs are live while the bin lock is held.
-                let slab = unsafe { &*s };
-                assert!(slab.listed && !slab.is_full() && s != self.current);
-                empty += slab.is_empty() as u32;
-                s = slab.next;
-                steps += 1;
-                assert!(steps < 1 << 24, "bin list cycle");
-            }
-            assert_eq!(empty, self.nempty);
-            assert!(self.nempty <= KEEP_EMPTY);
+        if !diag::full_checks() {
+            return;
         }
+        let mut empty = 0;
+        let mut s = self.nonfull;
+        let mut steps = 0;
+        while !s.is_null() {
+            // SAFETY: listed slabs are live while the bin lock is held.
+            let slab = unsafe { &*s };
+            diag::invariant(
+                slab.listed && !slab.is_full() && s != self.current,
+                "a bin's non-full list holds a full, unlisted or current slab",
+            );
+            slab.check();
+            empty += slab.is_empty() as u32;
+            s = slab.next;
+            steps += 1;
+            diag::invariant(steps < 1 << 24, "a bin's slab list has a cycle");
+        }
+        if !self.current.is_null() {
+            // SAFETY: the current slab is live while the bin lock is held.
+            unsafe { (*self.current).check() };
+        }
+        diag::invariant(
+            empty == self.nempty,
+            "a bin's count of empty slabs is wrong",
+        );
+        diag::invariant(
+            self.nempty <= KEEP_EMPTY,
+            "a bin keeps too many empty slabs",
+        );
     }
 }
 

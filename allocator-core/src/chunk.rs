@@ -152,17 +152,31 @@ impl PageChunk {
         purged
     }
 
-    /// Invariant scan (debug and test builds).
+    /// Invariant scan (debug and test builds, `check:full`).
     pub fn check(&self) {
-        if cfg!(debug_assertions) {
-            assert_eq!(self.free.count(), self.nfree as usize);
-            assert_eq!(self.free.longest_run(), self.longest as usize);
-            for i in 0..CHUNK_PAGES {
-                if self.free.get(i) {
-                    assert_eq!(self.page_map[i], 0, "free page {i} has a page-map word");
-                }
+        if !crate::diag::full_checks() {
+            return;
+        }
+        use crate::diag::invariant;
+        invariant(
+            self.free.count() == self.nfree as usize,
+            "a page chunk's free count disagrees with its bitmap",
+        );
+        invariant(
+            self.free.longest_run() == self.longest as usize,
+            "a page chunk's longest free run is stale",
+        );
+        let mut dirty_free = 0;
+        for i in 0..CHUNK_PAGES {
+            if self.free.get(i) {
+                invariant(self.page_map[i] == 0, "a free page has a page-map word");
+                dirty_free += self.dirty.get(i) as u32;
             }
         }
+        invariant(
+            dirty_free == self.ndirty_free,
+            "a page chunk's dirty free count is wrong",
+        );
     }
 }
 

@@ -86,6 +86,8 @@ pub struct Options {
     pub junk: bool,
     /// Whether every block is zeroed on allocation.
     pub zero: bool,
+    /// `check:full`: invariant scans, junk filling and redzones (see `alloc`'s debug path).
+    pub check_full: bool,
 }
 
 /// Which option a row sets (private: rows are the public face).
@@ -109,6 +111,7 @@ enum Field {
     ConfirmConf,
     Junk,
     Zero,
+    Check,
 }
 
 /// The type of an option's value and its range.
@@ -126,6 +129,8 @@ pub enum Kind {
     Thp,
     /// A THP policy or `inherit` (follow `thp`), for `arena.<i>.thp`.
     ArenaThp,
+    /// The misuse checks: `cheap` (always on) or `full`.
+    Check,
     /// At most `max_len` bytes, each one of `allowed`; may be empty.
     Letters {
         allowed: &'static [u8],
@@ -143,6 +148,8 @@ pub enum Value<'a> {
     Thp(Thp),
     ArenaThp(Option<Thp>),
     Letters(&'a [u8]),
+    /// `check`: whether the full checks are on.
+    Check(bool),
 }
 
 /// One option: the row of the table that the parser, the defaults, `confirm_conf`, the
@@ -180,7 +187,7 @@ const SIZE_ANY: Kind = Kind::Size { max: SIZE_LIMIT };
 
 // One row per line of the table; rustfmt would spread each row over seven lines.
 #[rustfmt::skip]
-const ROWS: [OptionRow; 18] = [
+const ROWS: [OptionRow; 19] = [
     row("narenas", Field::Narenas, Kind::Count { max: NARENAS_MAX }, Value::Count(0),
         "Arenas threads are spread over; 0 = 4 per CPU."),
     row("tcache", Field::Tcache, Kind::Bool, Value::Bool(true),
@@ -219,10 +226,12 @@ const ROWS: [OptionRow; 18] = [
         "Fill new blocks with 0xa5 and freed blocks with 0x5a (debugging)."),
     row("zero", Field::Zero, Kind::Bool, Value::Bool(false),
         "Zero every new block, as `calloc` does."),
+    row("check", Field::Check, Kind::Check, Value::Check(cfg!(feature = "check")),
+        "`full`: invariant scans, junk on free, redzones after small blocks (no thread cache)."),
 ];
 
 /// Every option, in the order `confirm_conf` and the documentation list them.
-pub static OPTION_TABLE: [OptionRow; 18] = ROWS;
+pub static OPTION_TABLE: [OptionRow; 19] = ROWS;
 
 /// The index of the `arena.<i>.thp` row.
 const ARENA_ROW: usize = 6;
@@ -254,6 +263,7 @@ const BLANK: Options = Options {
     confirm_conf: false,
     junk: false,
     zero: false,
+    check_full: false,
 };
 
 /// `BLANK` with every row's default applied (every arena's for `arena.<i>.thp`).
@@ -333,6 +343,7 @@ impl Options {
             (Field::ConfirmConf, Value::Bool(v)) => self.confirm_conf = v,
             (Field::Junk, Value::Bool(v)) => self.junk = v,
             (Field::Zero, Value::Bool(v)) => self.zero = v,
+            (Field::Check, Value::Check(v)) => self.check_full = v,
             _ => {}
         }
         self
@@ -359,6 +370,7 @@ impl Options {
             Field::ConfirmConf => Value::Bool(self.confirm_conf),
             Field::Junk => Value::Bool(self.junk),
             Field::Zero => Value::Bool(self.zero),
+            Field::Check => Value::Check(self.check_full),
         }
     }
 
@@ -648,6 +660,11 @@ impl Kind {
                         .ok_or(Problem::InvalidValue)
                 }
             }
+            Kind::Check => match text {
+                b"cheap" => Ok(Value::Check(false)),
+                b"full" => Ok(Value::Check(true)),
+                _ => Err(Problem::InvalidValue),
+            },
             Kind::Letters { allowed, max_len } => {
                 if !text.iter().all(|c| allowed.contains(c)) {
                     Err(Problem::InvalidValue)
@@ -669,6 +686,7 @@ impl Kind {
             Kind::Millis => "milliseconds",
             Kind::Thp => "thp",
             Kind::ArenaThp => "thp or inherit",
+            Kind::Check => "check level",
             Kind::Letters { .. } => "letters",
         }
     }
@@ -692,6 +710,7 @@ impl Kind {
             Kind::Millis => out(b"-1..=i64::MAX"),
             Kind::Thp => out(b"always|madvise|never|default"),
             Kind::ArenaThp => out(b"always|madvise|never|default|inherit"),
+            Kind::Check => out(b"cheap|full"),
             Kind::Letters { allowed, max_len } => {
                 out(b"at most ");
                 write_dec(max_len as u64, out);
@@ -798,6 +817,7 @@ impl Value<'_> {
                 write_dec(n.unsigned_abs(), out);
             }
             Value::Thp(t) | Value::ArenaThp(Some(t)) => out(t.name().as_bytes()),
+            Value::Check(full) => out(if full { b"full" } else { b"cheap" }),
             Value::ArenaThp(None) => out(b"inherit"),
             Value::Letters(s) => out(s),
         }

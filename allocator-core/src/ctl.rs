@@ -459,7 +459,7 @@ fn opt_type(kind: &Kind) -> CtlType {
         Kind::Count { .. } => CtlType::Unsigned,
         Kind::Size { .. } => CtlType::Size,
         Kind::Millis => CtlType::I64,
-        Kind::Thp | Kind::ArenaThp | Kind::Letters { .. } => CtlType::Str,
+        Kind::Thp | Kind::ArenaThp | Kind::Check | Kind::Letters { .. } => CtlType::Str,
     }
 }
 
@@ -766,6 +766,7 @@ fn opt_value(row: &'static OptionRow, i: usize) -> Result<CtlValue<'static>, Ctl
         Value::Thp(t) | Value::ArenaThp(Some(t)) => CtlValue::Str(thp_cstr(t)),
         Value::ArenaThp(None) => CtlValue::Str(c"inherit"),
         Value::Letters(letters) => CtlValue::Str(letters_cstr(letters)),
+        Value::Check(full) => CtlValue::Str(if full { c"full" } else { c"cheap" }),
     })
 }
 

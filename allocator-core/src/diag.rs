@@ -3,6 +3,7 @@
 //! cut short.
 
 use crate::os;
+use crate::sync::Ordering;
 
 /// A message under construction in a fixed buffer. Appends past the end are dropped.
 pub struct Msg {
@@ -117,6 +118,59 @@ pub fn fatal_ptr(what: &str, ptr: *const u8) -> ! {
 #[inline(never)]
 pub fn fatal(what: &str) -> ! {
     Msg::new().str(what).fatal()
+}
+
+/// Whether the full invariant scans run: always in debug and test builds, and in release builds
+/// under `check:full` (set once by the init; the `check` cargo feature makes it the default).
+static FULL_CHECKS: crate::sync::plain::AtomicBool = crate::sync::plain::AtomicBool::new(false);
+
+/// Turns the full invariant scans on or off (`check:full`).
+pub fn set_full_checks(on: bool) {
+    // Relaxed: set by the init before any structure exists; read on the checked paths.
+    FULL_CHECKS.store(on, Ordering::Relaxed);
+}
+
+/// Debug modes, set once by the init (`junk`, `zero`, `check:full`); with any of them on the
+/// thread cache is off, so every block passes `alloc`'s debug path.
+pub const DEBUG_JUNK: u8 = 1;
+pub const DEBUG_ZERO: u8 = 2;
+pub const DEBUG_FULL: u8 = 4;
+static DEBUG: crate::sync::plain::AtomicU8 = crate::sync::plain::AtomicU8::new(0);
+
+/// Sets the debug modes (`DEBUG_*` bits); `DEBUG_FULL` also turns the invariant scans on.
+pub fn set_debug(bits: u8) {
+    // Relaxed: set by the init before the first block is handed out.
+    DEBUG.store(bits, Ordering::Relaxed);
+    set_full_checks(bits & DEBUG_FULL != 0);
+}
+
+/// The debug modes in force (0 in normal operation).
+#[inline(always)]
+pub fn debug() -> u8 {
+    // Relaxed: see set_debug.
+    DEBUG.load(Ordering::Relaxed)
+}
+
+/// Whether `check()` scans run now (STYLE.md rule 8).
+#[inline(always)]
+pub fn full_checks() -> bool {
+    // Relaxed: see set_full_checks.
+    cfg!(debug_assertions) || FULL_CHECKS.load(Ordering::Relaxed)
+}
+
+/// An invariant of a structure: aborts with `hugealloc: invariant broken: <what>` when false.
+/// Used by the `check()` scans instead of `assert!`, whose panic would allocate.
+#[inline(always)]
+pub fn invariant(ok: bool, what: &str) {
+    if !ok {
+        invariant_broken(what);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn invariant_broken(what: &str) -> ! {
+    Msg::new().str("invariant broken: ").str(what).fatal()
 }
 
 /// Writes `hugealloc: <what>` to stderr.

@@ -11,9 +11,9 @@ extern crate std;
 // the layers without process-wide state are built: the loom models drive local instances.
 pub mod os;
 
-pub mod diag;
-
 pub mod sync;
+
+pub mod diag;
 
 pub mod bits;
 

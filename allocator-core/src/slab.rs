@@ -94,13 +94,24 @@ impl Slab {
         self.nfree == self.nobjs
     }
 
-    /// Invariant scan (debug and test builds).
+    /// Invariant scan (debug and test builds, `check:full`).
     pub fn check(&self) {
-        if cfg!(debug_assertions) {
-            assert_eq!(self.free.count(), self.nfree as usize);
-            assert!(self.nfree <= self.nobjs);
-            assert!(self.free.next_set(self.nobjs as usize).is_none());
+        if !crate::diag::full_checks() {
+            return;
         }
+        use crate::diag::invariant;
+        invariant(
+            self.free.count() == self.nfree as usize,
+            "a slab's free count disagrees with its bitmap",
+        );
+        invariant(
+            self.nfree <= self.nobjs,
+            "a slab has more free objects than objects",
+        );
+        invariant(
+            self.free.next_set(self.nobjs as usize).is_none(),
+            "a slab's bitmap marks objects past its end",
+        );
     }
 }
 

@@ -473,6 +473,7 @@ fn json_value(out: &mut Out, v: Value) {
         Value::Thp(t) | Value::ArenaThp(Some(t)) => out.json_str(t.name().as_bytes()),
         Value::ArenaThp(None) => out.json_str(b"inherit"),
         Value::Letters(s) => out.json_str(s),
+        Value::Check(full) => out.json_str(if full { b"full" } else { b"cheap" }),
     }
 }
 

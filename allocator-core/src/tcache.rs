@@ -126,6 +126,7 @@ impl Tcache {
     #[cold]
     #[inline(never)]
     pub fn alloc_slow(&mut self, class: usize) -> *mut u8 {
+        self.check();
         self.gc_tick();
         let bin = &mut self.bins[class];
         bin.busy = true;
@@ -152,6 +153,7 @@ impl Tcache {
     #[cold]
     #[inline(never)]
     pub fn free_slow(&mut self, class: usize, p: *mut u8) {
+        self.check();
         self.gc_tick();
         let bin = &mut self.bins[class];
         bin.busy = true;
@@ -210,12 +212,16 @@ impl Tcache {
         }
     }
 
-    /// Invariant scan (debug and test builds).
+    /// Invariant scan (debug and test builds, `check:full`).
     pub fn check(&self) {
-        if cfg!(debug_assertions) {
-            for b in &self.bins {
-                assert!(b.count <= b.cap);
-            }
+        if !crate::diag::full_checks() {
+            return;
+        }
+        for b in &self.bins {
+            crate::diag::invariant(
+                b.count <= b.cap,
+                "a thread cache bin holds more than its capacity",
+            );
         }
     }
 }

@@ -126,6 +126,14 @@ fn global_init() {
         Some(unsafe { core::slice::from_raw_parts(api, API_CONF_LEN.load(Ordering::Relaxed)) })
     };
     crate::config::load(opts, api_conf);
+    let debug = (opts.junk as u8 * crate::diag::DEBUG_JUNK)
+        | (opts.zero as u8 * crate::diag::DEBUG_ZERO)
+        | (opts.check_full as u8 * crate::diag::DEBUG_FULL);
+    crate::diag::set_debug(debug);
+    if debug != 0 {
+        // Every block must pass the debug path, which the thread cache would bypass.
+        opts.tcache = false;
+    }
     let mode = read_system_mode();
     crate::arena::set_thp_globals(mode, opts.thp_threshold);
     crate::arena::set_decay_ms(opts.dirty_decay_ms);

@@ -21,7 +21,8 @@ fn in_range(o: &Options) -> bool {
             }
             (Kind::Bool, Value::Bool(_))
             | (Kind::Thp, Value::Thp(_))
-            | (Kind::ArenaThp, Value::ArenaThp(_)) => true,
+            | (Kind::ArenaThp, Value::ArenaThp(_))
+            | (Kind::Check, Value::Check(_)) => true,
             _ => false,
         })
     })

@@ -76,6 +76,7 @@ fn field_number(f: Field) -> usize {
         Field::ConfirmConf => 15,
         Field::Junk => 16,
         Field::Zero => 17,
+        Field::Check => 18,
     }
 }
 
@@ -104,12 +105,12 @@ fn defaults_are_the_documented_ones() {
 
 #[test]
 fn every_field_has_one_row() {
-    let mut seen = [0; 18];
+    let mut seen = [0; 19];
     for r in OPTION_TABLE.iter() {
         seen[field_number(r.field)] += 1;
     }
-    assert_eq!(seen, [1; 18]);
-    assert_eq!(OPTION_TABLE.len(), 18);
+    assert_eq!(seen, [1; 19]);
+    assert_eq!(OPTION_TABLE.len(), 19);
 }
 
 #[test]
@@ -155,6 +156,7 @@ fn every_row_sets_its_own_field() {
             Kind::Millis => "-1",
             Kind::Thp => "always",
             Kind::ArenaThp => "never",
+            Kind::Check => "full",
             Kind::Letters { .. } => "Jg",
         };
         let key = if r.field == Field::ArenaThp {
@@ -781,7 +783,8 @@ fn confirm_conf_prints_sources_and_options() {
         hugealloc: opt.abort_conf: false\n\
         hugealloc: opt.confirm_conf: true\n\
         hugealloc: opt.junk: false\n\
-        hugealloc: opt.zero: false\n";
+        hugealloc: opt.zero: false\n\
+        hugealloc: opt.check: cheap\n";
     assert_eq!(text, want);
     // Without confirm_conf, nothing is printed.
     let mut n = 0;
@@ -796,7 +799,7 @@ fn write_options_of_the_defaults() {
         "narenas:0,tcache:true,tcache_max:32KiB,thp:madvise,thp_threshold:4MiB,\
          metadata_thp:default,dirty_decay_ms:10000,muzzy_decay_ms:0,dirty_max:0,\
          thp_collapse:false,background_thread:false,stats_print:false,stats_print_opts:,\
-         abort_conf:false,confirm_conf:false,junk:false,zero:false"
+         abort_conf:false,confirm_conf:false,junk:false,zero:false,check:cheap"
     );
     let o = good("arena.0.thp:always,arena.63.thp:inherit,arena.7.thp:never,dirty_max:1536KiB,tcache_max:4097");
     let items = written(&o);
@@ -925,7 +928,7 @@ fn in_range(o: &Options) -> bool {
                 s.len() <= max_len && s.iter().all(|c| allowed.contains(c))
             }
             (Kind::Bool, Value::Bool(_)) | (Kind::Thp, Value::Thp(_)) => true,
-            (Kind::ArenaThp, Value::ArenaThp(_)) => true,
+            (Kind::ArenaThp, Value::ArenaThp(_)) | (Kind::Check, Value::Check(_)) => true,
             _ => false,
         })
     })

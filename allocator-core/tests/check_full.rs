@@ -1,0 +1,173 @@
+//! The debug modes: `check:full` (redzones after small blocks checked at free, junk filling,
+//! invariant scans of every structure touched), `junk:true` and `zero:true`. Each case runs in
+//! a child process (this binary re-executed with `HUGEALLOC_CHECK_CASE=<case>` and the
+//! configuration in `HUGEALLOC_CONF`, which the first allocation reads).
+
+use hugealloc::alloc;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+const CASE: &str = "HUGEALLOC_CHECK_CASE";
+
+fn byte(p: *mut u8, i: usize) -> u8 {
+    // SAFETY: callers pass offsets inside memory hugealloc mapped (freed blocks stay mapped).
+    unsafe { p.add(i).read_volatile() }
+}
+
+fn case(name: &str) {
+    match name {
+        "overflow" => {
+            let p = alloc::malloc(24);
+            // SAFETY: deliberately invalid: one byte past the 24 asked for.
+            unsafe { p.add(24).write(1) };
+            // SAFETY: p is live (its redzone broken).
+            unsafe { alloc::free(p) };
+        }
+        "double" => {
+            let p = alloc::malloc(100);
+            // SAFETY: deliberately invalid: the second free (no thread cache in this mode).
+            unsafe {
+                alloc::free(p);
+                alloc::free(p);
+            }
+        }
+        "corrupt_slab" => {
+            let p = alloc::malloc(48);
+            let q = alloc::malloc(48);
+            let hugealloc::arena::Owner::Small { slab, .. } = hugealloc::arena::owner_of(p) else {
+                unreachable!()
+            };
+            // SAFETY: deliberately corrupts the slab's free count, which the scan must catch.
+            unsafe { (*slab).nfree += 3 };
+            // SAFETY: live blocks.
+            unsafe {
+                alloc::free(q);
+                alloc::free(p);
+            }
+        }
+        "fills" => {
+            // check:full: usable size is what was asked; new bytes are 0xa5, freed ones 0x5a.
+            let p = alloc::malloc(40);
+            // SAFETY: p is live.
+            assert_eq!(unsafe { alloc::usable_size(p) }, 40);
+            assert!((0..40).all(|i| byte(p, i) == alloc::JUNK_ALLOC));
+            // SAFETY: p is live; the write stays inside the 40 bytes.
+            unsafe { p.write_bytes(7, 40) };
+            // Reallocation moves and keeps the contents and the redzone right.
+            // SAFETY: p is live.
+            let q = unsafe { alloc::realloc(p, 100, 1) };
+            assert!((0..40).all(|i| byte(q, i) == 7));
+            // SAFETY: q is live.
+            assert_eq!(unsafe { alloc::usable_size(q) }, 100);
+            // SAFETY: q is live and freed once.
+            unsafe { alloc::free(q) };
+            assert!((0..100).all(|i| byte(q, i) == alloc::JUNK_FREE));
+            // Large and huge blocks are junk-filled too.
+            let big = alloc::malloc(3 << 20);
+            assert_eq!(byte(big, (3 << 20) - 1), alloc::JUNK_ALLOC);
+            // SAFETY: big is live.
+            unsafe { alloc::free(big) };
+            // calloc's memory is zero, not junk.
+            let z = alloc::alloc_zeroed(64, 8);
+            assert!((0..64).all(|i| byte(z, i) == 0));
+            // SAFETY: z is live.
+            unsafe { alloc::free(z) };
+        }
+        "zero" => {
+            // zero:true: memory comes back zeroed even when reused dirty.
+            let p = alloc::malloc(256);
+            // SAFETY: p is live.
+            unsafe {
+                p.write_bytes(0xff, 256);
+                alloc::free(p);
+            }
+            for _ in 0..4 {
+                let q = alloc::malloc(256);
+                assert!((0..256).all(|i| byte(q, i) == 0), "a block came back dirty");
+                // SAFETY: q is live.
+                unsafe {
+                    q.write_bytes(0xff, 256);
+                    alloc::free(q);
+                }
+            }
+        }
+        _ => unreachable!(),
+    }
+    std::process::exit(0);
+}
+
+fn run(name: &str, conf: &str) -> (Option<i32>, Option<i32>, String) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env(CASE, name)
+        .env("HUGEALLOC_CONF", conf)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), out.status.signal(), err)
+}
+
+fn expect_abort(name: &str, conf: &str, words: &str) {
+    let (_, signal, err) = run(name, conf);
+    assert_eq!(
+        signal,
+        Some(libc::SIGABRT),
+        "{name}: not aborted; stderr: {err}"
+    );
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("hugealloc: "))
+        .unwrap_or("");
+    assert!(
+        line.contains(words),
+        "{name}: message {line:?} lacks {words:?}"
+    );
+}
+
+fn expect_success(name: &str, conf: &str) {
+    let (code, _, err) = run(name, conf);
+    assert_eq!(code, Some(0), "{name} under {conf}: {err}");
+}
+
+#[test]
+fn child_entry() {
+    if let Ok(name) = std::env::var(CASE) {
+        case(&name);
+    }
+}
+
+#[test]
+fn overflow_into_the_redzone_aborts_at_free() {
+    expect_abort(
+        "overflow",
+        "check:full",
+        "heap overflow: the redzone after a block was overwritten: 0x",
+    );
+    // Without the full checks the same overflow goes unnoticed (it stays inside the class).
+    expect_success("overflow", "check:cheap");
+}
+
+#[test]
+fn double_free_aborts_before_the_junk_fill() {
+    expect_abort("double", "check:full", "double free of 0x");
+}
+
+#[test]
+fn corrupted_slab_is_caught_by_the_invariant_scan() {
+    expect_abort(
+        "corrupt_slab",
+        "check:full",
+        "invariant broken: a slab's free count disagrees",
+    );
+}
+
+#[test]
+fn full_checks_fill_new_and_freed_blocks() {
+    expect_success("fills", "check:full");
+    expect_success("fills", "junk:true,check:full");
+}
+
+#[test]
+fn zero_option_zeroes_reused_blocks() {
+    expect_success("zero", "zero:true");
+}
