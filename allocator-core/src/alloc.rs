@@ -286,17 +286,7 @@ pub unsafe fn free(p: *mut u8) {
             if kind == PAGE_SLAB || (kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0) {
                 let class = (word >> PAGE_CLASS_SHIFT) as usize;
                 // SAFETY: the thread's own live cache; class < HUGE_FIRST == NBINS.
-                let bin = unsafe { &mut (*tc).bins[class] };
-                let n = bin.count as usize;
-                if n < bin.cap as usize {
-                    // SAFETY: n < cap, inside the bin's stack.
-                    unsafe {
-                        if n > 0 && *bin.items.add(n - 1) == p {
-                            crate::diag::fatal_ptr("double free of", p);
-                        }
-                        *bin.items.add(n) = p;
-                    }
-                    bin.count += 1;
+                if unsafe { cache_push(tc, class, p) } {
                     return;
                 }
             }
@@ -304,6 +294,30 @@ pub unsafe fn free(p: *mut u8) {
     }
     // SAFETY: forwarded contract.
     unsafe { free_slow(p) }
+}
+
+/// Pushes `p` on its cache bin if there is room (comparing it with the top first: an immediate
+/// double free aborts); false when the bin is full.
+///
+/// # Safety
+/// `tc` is the calling thread's live cache and `class < NBINS` is `p`'s class.
+#[inline(always)]
+unsafe fn cache_push(tc: *mut crate::tcache::Tcache, class: usize, p: *mut u8) -> bool {
+    // SAFETY: per the contract.
+    let bin = unsafe { &mut (*tc).bins[class] };
+    let n = bin.count as usize;
+    if n >= bin.cap as usize {
+        return false;
+    }
+    // SAFETY: n < cap, inside the bin's stack.
+    unsafe {
+        if n > 0 && *bin.items.add(n - 1) == p {
+            diag::fatal_ptr("double free of", p);
+        }
+        *bin.items.add(n) = p;
+    }
+    bin.count += 1;
+    true
 }
 
 /// `free` of a block whose size and alignment the caller knows (Rust's `dealloc`): for small
@@ -318,19 +332,8 @@ pub unsafe fn free(p: *mut u8) {
 pub unsafe fn free_layout(p: *mut u8, size: usize, align: usize) {
     let tc = thread::tcache();
     if !tc.is_null() && size <= FAST_MAX && (align <= 8 || (align <= 16 && size > 8)) {
-        let class = class_of(size);
-        // SAFETY: the thread's own live cache; class < NSMALL <= NBINS.
-        let bin = unsafe { &mut (*tc).bins[class] };
-        let n = bin.count as usize;
-        if n < bin.cap as usize {
-            // SAFETY: n < cap, inside the bin's stack.
-            unsafe {
-                if n > 0 && *bin.items.add(n - 1) == p {
-                    crate::diag::fatal_ptr("double free of", p);
-                }
-                *bin.items.add(n) = p;
-            }
-            bin.count += 1;
+        // SAFETY: the thread's own live cache; class_of(size) < NSMALL <= NBINS.
+        if unsafe { cache_push(tc, class_of(size), p) } {
             return;
         }
     }

@@ -224,46 +224,23 @@ pub fn spawn_detached(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void) 
 /// Reads up to `buf.len()` bytes of the file at `path` (NUL-terminated) into `buf`;
 /// returns the number read, or `None` where the file cannot be opened.
 pub fn read_file(path: &[u8], buf: &mut [u8]) -> Option<usize> {
-    debug_assert!(path.last() == Some(&0));
-    // SAFETY: `path` is NUL-terminated (checked in debug builds; all callers pass literals).
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr() as *const libc::c_char,
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
+    let fd = open_read(path)?;
     let mut len = 0;
     while len < buf.len() {
-        // SAFETY: reads into the unfilled tail of `buf`.
-        let n = unsafe {
-            libc::read(
-                fd,
-                buf[len..].as_mut_ptr() as *mut libc::c_void,
-                buf.len() - len,
-            )
-        };
-        if n < 0 && errno() == libc::EINTR {
-            continue;
-        }
-        if n <= 0 {
+        let n = read_some(fd, &mut buf[len..]);
+        if n == 0 {
             break;
         }
-        len += n as usize;
+        len += n;
     }
     // SAFETY: fd was opened above and is closed once.
     unsafe { libc::close(fd) };
     Some(len)
 }
 
-/// Calls `f` with each line (without its newline) of the file at `path` (NUL-terminated),
-/// reading through a stack buffer of 4 KiB; a line longer than that is cut into pieces.
-/// False where the file cannot be opened. Preserves `errno`.
-pub fn for_each_line(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
+/// Opens the file at `path` (NUL-terminated) for reading; `None` where it cannot be.
+fn open_read(path: &[u8]) -> Option<i32> {
     debug_assert!(path.last() == Some(&0));
-    let saved = errno();
     // SAFETY: `path` is NUL-terminated (checked in debug builds; all callers pass literals).
     let fd = unsafe {
         libc::open(
@@ -271,31 +248,41 @@ pub fn for_each_line(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
             libc::O_RDONLY | libc::O_CLOEXEC,
         )
     };
-    if fd < 0 {
-        set_errno(saved);
-        return false;
-    }
-    let mut buf = [0u8; 4096];
-    let mut len = 0;
+    (fd >= 0).then_some(fd)
+}
+
+/// Reads what is available into `buf` (retrying `EINTR`); 0 at the end or on an error.
+fn read_some(fd: i32, buf: &mut [u8]) -> usize {
     loop {
-        // SAFETY: reads into the unfilled tail of `buf`.
-        let n = unsafe {
-            libc::read(
-                fd,
-                buf[len..].as_mut_ptr() as *mut libc::c_void,
-                buf.len() - len,
-            )
-        };
+        // SAFETY: reads into `buf`, which is writable for its length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
         if n < 0 && errno() == libc::EINTR {
             continue;
         }
-        if n <= 0 {
+        return n.max(0) as usize;
+    }
+}
+
+/// Calls `f` with each line (without its newline) of the file at `path` (NUL-terminated),
+/// reading through a stack buffer of 4 KiB; a line longer than that is cut into pieces.
+/// False where the file cannot be opened. Preserves `errno`.
+pub fn for_each_line(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
+    let saved = errno();
+    let Some(fd) = open_read(path) else {
+        set_errno(saved);
+        return false;
+    };
+    let mut buf = [0u8; 4096];
+    let mut len = 0;
+    loop {
+        let n = read_some(fd, &mut buf[len..]);
+        if n == 0 {
             if len > 0 {
                 f(&buf[..len]);
             }
             break;
         }
-        len += n as usize;
+        len += n;
         let mut start = 0;
         while let Some(nl) = buf[start..len].iter().position(|&c| c == b'\n') {
             f(&buf[start..start + nl]);

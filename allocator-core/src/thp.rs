@@ -62,17 +62,23 @@ pub enum SystemMode {
 /// Parses the contents of `/sys/kernel/mm/transparent_hugepage/enabled` (or `defrag`'s first
 /// three words): the bracketed word is the active one, e.g. `always [madvise] never`.
 pub fn parse_system_mode(text: &[u8]) -> SystemMode {
-    let Some(open) = text.iter().position(|&c| c == b'[') else {
-        return SystemMode::Unknown;
-    };
-    let Some(len) = text[open + 1..].iter().position(|&c| c == b']') else {
-        return SystemMode::Unknown;
-    };
-    match &text[open + 1..open + 1 + len] {
+    match active_word(text) {
         b"always" => SystemMode::Always,
         b"madvise" => SystemMode::Madvise,
         b"never" => SystemMode::Never,
         _ => SystemMode::Unknown,
+    }
+}
+
+/// The bracketed (active) word of a sysfs choice file, e.g. `madvise` of
+/// `always [madvise] never`; empty when there is none.
+fn active_word(text: &[u8]) -> &[u8] {
+    let Some(open) = text.iter().position(|&c| c == b'[') else {
+        return b"";
+    };
+    match text[open + 1..].iter().position(|&c| c == b']') {
+        Some(len) => &text[open + 1..open + 1 + len],
+        None => b"",
     }
 }
 
@@ -91,13 +97,7 @@ pub enum Defrag {
 
 /// Parses the contents of the `defrag` file (the bracketed word is the active one).
 pub fn parse_defrag(text: &[u8]) -> Defrag {
-    let Some(open) = text.iter().position(|&c| c == b'[') else {
-        return Defrag::Unknown;
-    };
-    let Some(len) = text[open + 1..].iter().position(|&c| c == b']') else {
-        return Defrag::Unknown;
-    };
-    match &text[open + 1..open + 1 + len] {
+    match active_word(text) {
         b"always" => Defrag::Always,
         b"defer" => Defrag::Defer,
         b"defer+madvise" => Defrag::DeferMadvise,
