@@ -32,7 +32,6 @@ const DEAD: u8 = 3;
 const UNBOUND: u32 = u32::MAX;
 
 pub struct ThreadState {
-    pub tcache: Cell<*mut Tcache>,
     state: Cell<u8>,
     arena: Cell<u32>,
     /// Set on the thread running the global init, so its own nested allocations proceed.
@@ -46,7 +45,6 @@ pub struct ThreadState {
 std::thread_local! {
     pub static TLS: ThreadState = const {
         ThreadState {
-            tcache: Cell::new(null_mut()),
             state: Cell::new(NEW),
             arena: Cell::new(UNBOUND),
             in_global_init: Cell::new(false),
@@ -315,7 +313,7 @@ pub fn tcache_slow() -> *mut Tcache {
     }
     let state = TLS.with(|t| t.state.get());
     if state != NEW {
-        return TLS.with(|t| t.tcache.get());
+        return tcache();
     }
     TLS.with(|t| t.state.set(INIT));
     let arena = current_arena();
@@ -332,8 +330,8 @@ pub fn tcache_slow() -> *mut Tcache {
     // SAFETY: the key was created by the init; setspecific may allocate (served by the arena
     // path, since this thread's state is INIT).
     unsafe { libc::pthread_setspecific(PTHREAD_KEY, tc as *const libc::c_void) };
+    crate::os::set_tls_cache(tc as *mut u8);
     TLS.with(|t| {
-        t.tcache.set(tc);
         t.state.set(READY);
     });
     tc
@@ -342,7 +340,8 @@ pub fn tcache_slow() -> *mut Tcache {
 /// The calling thread's cache if it has one ready (the fast-path read).
 #[inline(always)]
 pub fn tcache() -> *mut Tcache {
-    TLS.with(|t| t.tcache.get())
+    // The one TLS word the fast paths read, in initial-exec TLS (see `os::tls_cache`).
+    crate::os::tls_cache() as *mut Tcache
 }
 
 /// Moves the calling thread to arena `i` (which must exist): flushes its cache first so that
@@ -387,8 +386,8 @@ pub fn flush_thread_cache() {
 
 extern "C" fn thread_exit(arg: *mut libc::c_void) {
     let tc = arg as *mut Tcache;
+    crate::os::set_tls_cache(null_mut());
     let _ = TLS.try_with(|t| {
-        t.tcache.set(null_mut());
         t.state.set(DEAD);
         let a = t.arena.get();
         if a != UNBOUND {
