@@ -1,7 +1,10 @@
 //! Command-line arguments: an optional subcommand, an optional number, and `--name VALUE` (or
-//! `--name=VALUE`) flags. `--help` is the one flag without a value.
+//! `--name=VALUE`) flags. The flags of [`SWITCHES`] take no value.
 
 use std::str::FromStr;
+
+/// Flags without a value.
+pub const SWITCHES: &[&str] = &["help", "no-warmup", "no-build"];
 
 #[derive(Debug, Default)]
 pub struct Args {
@@ -16,7 +19,7 @@ impl Args {
             if let Some(name) = arg.strip_prefix("--") {
                 if let Some((k, v)) = name.split_once('=') {
                     a.flags.push((k.to_string(), v.to_string()));
-                } else if name == "help" {
+                } else if SWITCHES.contains(&name) {
                     a.flags.push((name.to_string(), String::new()));
                 } else {
                     let v = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
@@ -116,6 +119,9 @@ mod tests {
         assert!(Args::parse(["--mib".to_string()].into_iter()).is_err());
         assert!(parse("frag x").number(1u32).is_err());
         assert!(parse("--help").has("help"));
+        let a = parse("compare --no-warmup --out /tmp/x");
+        assert!(a.has("no-warmup"));
+        assert_eq!(a.value("out"), Some("/tmp/x"));
         assert!(parse("bigbuf --mib 4").only(&["mib"]).is_ok());
         assert!(parse("bigbuf --thp always").only(&["mib"]).is_err());
     }

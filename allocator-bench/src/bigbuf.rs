@@ -69,7 +69,7 @@ pub fn run(args: &Args) -> Result<(), String> {
         "result: sub=bigbuf alloc={} mib={mib} type={kind} iters={iters} median_ms={} \
          best_ms={} first_ms={first_ms} first_minflt={first_minflt} total_ms={} \
          minflt_per_round={med_faults} minflt_total={} thp_faults={thp_faults}",
-        crate::global::ALLOCATOR,
+        crate::global::allocator(),
         ms(med),
         ms(best),
         ms(t.wall),

@@ -96,8 +96,9 @@ fn medium_size(i: usize) -> usize {
 
 fn new_object(size: usize, fill: u8) -> *mut u8 {
     let layout = Layout::from_size_align(size, 8).unwrap();
-    // SAFETY: non-zero layout.
-    let p = unsafe { alloc(layout) };
+    // SAFETY: non-zero layout. `black_box`: the activity phase's alloc-and-free pairs have no
+    // other observable effect, and the compiler may otherwise elide them.
+    let p = std::hint::black_box(unsafe { alloc(layout) });
     assert!(!p.is_null(), "out of memory");
     // SAFETY: a fresh block of `size` bytes.
     unsafe { p.write_bytes(fill, size) };
@@ -232,7 +233,7 @@ pub fn run(args: &Args) -> Result<(), String> {
 
     let mut line = format!(
         "result: sub=frag alloc={} mib={total_mib} keep={keep} objects={n_fill}",
-        crate::global::ALLOCATOR
+        crate::global::allocator()
     );
     for p in &phases {
         line.push_str(&format!(

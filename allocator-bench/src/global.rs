@@ -1,48 +1,70 @@
-//! The binary's global allocator, chosen at build time by the crate's features (the only place
-//! with `cfg` on them), and the hugealloc-only controls the workloads use. The functions here
-//! answer `None` (or an error) when hugealloc is not the global allocator, so callers need no
-//! `cfg` of their own.
+//! Which allocator the running program measures. The binaries choose their global allocator
+//! (`src/main.rs` by cargo feature, `src/bin/hugealloc-workloads.rs` always `System`) and tell
+//! this module once, at the start of `main`, with [`set`]; the workloads ask here, so no code
+//! outside the two `main` files depends on features. Under `System`, `malloc` may be glibc's or
+//! one preloaded with `LD_PRELOAD`: [`malloc_provider`] names the shared object that defines
+//! the `malloc` the process actually calls.
 
-#[cfg(any(
-    all(feature = "system", feature = "jemalloc"),
-    all(feature = "system", feature = "mimalloc"),
-    all(feature = "jemalloc", feature = "mimalloc"),
-))]
-compile_error!("enable at most one of the features `system`, `jemalloc`, `mimalloc`");
+use std::sync::OnceLock;
 
-#[cfg(feature = "system")]
-#[global_allocator]
-static GLOBAL: std::alloc::System = std::alloc::System;
+/// A binary's global allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Global {
+    HugeAlloc,
+    /// `std::alloc::System`: the process's `malloc` (glibc's, or an `LD_PRELOAD`ed one).
+    System,
+    Jemalloc,
+    Mimalloc,
+}
 
-#[cfg(feature = "jemalloc")]
-#[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static GLOBAL: OnceLock<Global> = OnceLock::new();
+static NAME: OnceLock<String> = OnceLock::new();
 
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+/// Records the binary's global allocator; the first call wins.
+pub fn set(global: Global) {
+    let _ = GLOBAL.set(global);
+}
 
-#[cfg(not(any(feature = "system", feature = "jemalloc", feature = "mimalloc")))]
-#[global_allocator]
-static GLOBAL: hugealloc::HugeAlloc = hugealloc::HugeAlloc;
+/// The global allocator recorded by [`set`] (`System` if nobody said).
+pub fn global() -> Global {
+    GLOBAL.get().copied().unwrap_or(Global::System)
+}
 
-/// Whether hugealloc is the global allocator of this build.
-pub const IS_HUGEALLOC: bool = cfg!(not(any(
-    feature = "system",
-    feature = "jemalloc",
-    feature = "mimalloc"
-)));
+/// Whether hugealloc is the global allocator of this binary.
+pub fn is_hugealloc() -> bool {
+    global() == Global::HugeAlloc
+}
 
-/// The global allocator's name.
-pub const ALLOCATOR: &str = if cfg!(feature = "system") {
-    "system"
-} else if cfg!(feature = "jemalloc") {
-    "jemalloc"
-} else if cfg!(feature = "mimalloc") {
-    "mimalloc"
-} else {
-    "hugealloc"
-};
+/// The path of the shared object defining the `malloc` this process calls (e.g.
+/// `/lib/x86_64-linux-gnu/libc.so.6`, or a preloaded library), if `dladdr` can tell.
+pub fn malloc_provider() -> Option<String> {
+    // SAFETY: Dl_info is plain data that dladdr fills.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let malloc: unsafe extern "C" fn(libc::size_t) -> *mut libc::c_void = libc::malloc;
+    // SAFETY: any address may be passed; info is a valid out-pointer.
+    let found = unsafe { libc::dladdr(malloc as *const libc::c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr set dli_fname to a NUL-terminated string owned by the loader.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// The global allocator's name: `hugealloc`, `jemalloc`, `mimalloc`, or for `System`
+/// `system` when `malloc` is libc's and otherwise the preloaded library's file name (e.g.
+/// `libjemalloc.so.2`).
+pub fn allocator() -> &'static str {
+    NAME.get_or_init(|| match global() {
+        Global::HugeAlloc => "hugealloc".to_string(),
+        Global::Jemalloc => "jemalloc".to_string(),
+        Global::Mimalloc => "mimalloc".to_string(),
+        Global::System => match malloc_provider() {
+            Some(p) if !p.contains("libc.so") => p.rsplit('/').next().unwrap_or(&p).to_string(),
+            _ => "system".to_string(),
+        },
+    })
+}
 
 /// hugealloc's arenas created so far (arenas are made lazily, as threads first allocate).
 fn arenas() -> Vec<hugealloc::Arena> {
@@ -51,7 +73,7 @@ fn arenas() -> Vec<hugealloc::Arena> {
 
 /// The THP policy of hugealloc's arenas created so far, e.g. `madvise (all 1 arenas so far)`.
 pub fn hugealloc_policy() -> Option<String> {
-    if !IS_HUGEALLOC {
+    if !is_hugealloc() {
         return None;
     }
     let arenas = arenas();
@@ -76,7 +98,7 @@ fn conf_thp() -> Option<String> {
 /// (a bad value, or a core that does not read the variable), so a comparison is never
 /// silently run under the wrong policy.
 pub fn check_conf_honoured() {
-    if !IS_HUGEALLOC {
+    if !is_hugealloc() {
         return;
     }
     let Some(want) = conf_thp() else { return };
@@ -93,5 +115,5 @@ pub fn check_conf_honoured() {
 
 /// hugealloc's statistics, when it is the global allocator.
 pub fn hugealloc_stats() -> Option<hugealloc::Stats> {
-    IS_HUGEALLOC.then(hugealloc::stats)
+    is_hugealloc().then(hugealloc::stats)
 }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::global::{self, ALLOCATOR};
+use crate::global;
 fn rusage(who: libc::c_int) -> libc::rusage {
     // SAFETY: rusage is plain data; getrusage fills it.
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
@@ -144,11 +144,21 @@ pub fn median(mut v: Vec<Duration>) -> Duration {
 /// THP setting.
 pub fn print_header(subcommand: &str) {
     println!("subcommand: {subcommand}");
-    println!("allocator: {ALLOCATOR}");
+    println!("allocator: {}", global::allocator());
+    if global::global() == global::Global::System {
+        if let Some(p) = global::malloc_provider() {
+            println!("malloc_provider: {p}");
+        }
+    }
     if let Some(p) = global::hugealloc_policy() {
         println!("hugealloc_thp_policy: {p}");
     }
-    for var in ["HUGEALLOC_CONF", "_RJEM_MALLOC_CONF", "MIMALLOC_OPTIONS"] {
+    for var in [
+        "HUGEALLOC_CONF",
+        "_RJEM_MALLOC_CONF",
+        "MALLOC_CONF",
+        "LD_PRELOAD",
+    ] {
         if let Ok(v) = std::env::var(var) {
             println!("env {var}={v}");
         }

@@ -115,7 +115,7 @@ pub fn run(args: &Args) -> Result<(), String> {
         "result: sub=scipp alloc={} mib={mib} rounds={rounds} elementwise_best_ms={} \
          elementwise_minflt={} elementwise_thp_faults={} chase_mib={} chase_fill_best_ms={} \
          chase_ns_per_step={:.1} setup_ms={}",
-        crate::global::ALLOCATOR,
+        crate::global::allocator(),
         ms(e.wall),
         e.minflt,
         fmt_thp(&e),

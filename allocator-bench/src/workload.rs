@@ -191,7 +191,7 @@ pub fn run(args: &Args) -> Result<(), String> {
     println!("minor_faults: {}", total.minflt);
     println!(
         "result: sub=workload alloc={} entries={n} wall_ms={} minflt={} peak_rss_mib={:.1}",
-        crate::global::ALLOCATOR,
+        crate::global::allocator(),
         ms(total.wall),
         total.minflt,
         crate::measure::peak_rss_kib() as f64 / 1024.0

@@ -1,0 +1,149 @@
+//! The allocator benchmark suite: workload programs with the allocation patterns of the
+//! standard allocator benchmarks (cfrac, espresso, larson, xmalloc, cache-scratch,
+//! cache-thrash, mstress, rptest, sh6bench, sh8bench), plus `realloc` growth, written here from
+//! their published descriptions. Each takes one size argument (its unit is in its module doc),
+//! runs 1 to 10 s at the default size on 2 cores, checks its own results (stamped blocks, or an
+//! arithmetic identity) so a broken allocator fails loudly, and ends with a `result:` line.
+//!
+//! `pairs` is not a workload: it calls `malloc` and `free` of the C library directly, for
+//! counting instructions per pair under `valgrind --tool=callgrind` (`scripts/callgrind_fastpath.sh`).
+
+mod cache;
+mod cfrac;
+mod common;
+mod espresso;
+mod larson;
+mod mstress;
+mod realloc;
+mod rptest;
+mod sh;
+mod xmalloc;
+
+pub use common::Rng;
+
+use crate::args::Args;
+
+/// One workload of the suite.
+pub struct Workload {
+    pub name: &'static str,
+    /// The size argument at which it runs 1-10 s on 2 cores.
+    pub default_size: u64,
+    /// What the size counts.
+    pub unit: &'static str,
+    /// The flags it accepts besides the size.
+    pub flags: &'static [&'static str],
+    pub run: fn(&Args) -> Result<(), String>,
+}
+
+const THREADS: &[&str] = &["threads"];
+
+/// Every workload of the suite, in the order of the tables.
+pub const WORKLOADS: &[Workload] = &[
+    Workload {
+        name: "cfrac",
+        default_size: 1_500_000,
+        unit: "continued fractions",
+        flags: &[],
+        run: cfrac::run,
+    },
+    Workload {
+        name: "espresso",
+        default_size: 3_000,
+        unit: "problems",
+        flags: &[],
+        run: espresso::run,
+    },
+    Workload {
+        name: "larson",
+        default_size: 60_000_000,
+        unit: "replacements",
+        flags: THREADS,
+        run: larson::run,
+    },
+    Workload {
+        name: "xmalloc",
+        default_size: 40_000_000,
+        unit: "blocks",
+        flags: THREADS,
+        run: xmalloc::run,
+    },
+    Workload {
+        name: "cache-scratch",
+        default_size: 150_000,
+        unit: "objects per thread",
+        flags: THREADS,
+        run: cache::run_scratch,
+    },
+    Workload {
+        name: "cache-thrash",
+        default_size: 100_000,
+        unit: "objects per thread",
+        flags: THREADS,
+        run: cache::run_thrash,
+    },
+    Workload {
+        name: "mstress",
+        default_size: 5_000,
+        unit: "rounds per thread",
+        flags: THREADS,
+        run: mstress::run,
+    },
+    Workload {
+        name: "rptest",
+        default_size: 3_000_000,
+        unit: "operations per thread",
+        flags: THREADS,
+        run: rptest::run,
+    },
+    Workload {
+        name: "sh6bench",
+        default_size: 10_000,
+        unit: "batches per thread",
+        flags: THREADS,
+        run: sh::run_sh6,
+    },
+    Workload {
+        name: "sh8bench",
+        default_size: 10_000,
+        unit: "batches per thread",
+        flags: THREADS,
+        run: sh::run_sh8,
+    },
+    Workload {
+        name: "realloc",
+        default_size: 1_536,
+        unit: "MiB appended",
+        flags: &[],
+        run: realloc::run,
+    },
+];
+
+/// The workload called `name`.
+pub fn find(name: &str) -> Option<&'static Workload> {
+    WORKLOADS.iter().find(|w| w.name == name)
+}
+
+/// The default size of workload `name` (a name not in the table is a bug: panics).
+pub fn default_size(name: &str) -> u64 {
+    find(name).expect("a workload of the table").default_size
+}
+
+/// `pairs N`: N times `malloc(--bytes)` then `free`, straight through the C library's entry
+/// points (whatever the binary's global allocator), for instruction counts per pair.
+pub fn pairs(args: &Args) -> Result<(), String> {
+    let n: u64 = args.number(1_000_000)?;
+    let bytes: usize = args.get("bytes", 64)?;
+    let start = crate::measure::Mark::now();
+    let mut sum = 0usize;
+    for _ in 0..n {
+        // SAFETY: malloc of a non-zero size; the result is freed at once (or is null).
+        unsafe {
+            let p = libc::malloc(std::hint::black_box(bytes));
+            assert!(!p.is_null(), "out of memory");
+            sum = sum.wrapping_add(p as usize & 0xff);
+            libc::free(std::hint::black_box(p));
+        }
+    }
+    common::finish("pairs", n, 1, start, sum as u64, &format!("bytes={bytes}"));
+    Ok(())
+}
