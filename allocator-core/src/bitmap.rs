@@ -143,6 +143,29 @@ impl<const W: usize> Bitmap<W> {
     }
 
     /// The length of the longest run of set bits.
+    /// The first bit of the run of set bits holding bit `i` (which must be set): one past the
+    /// last clear bit below `i`, or 0.
+    pub fn run_start(&self, i: usize) -> usize {
+        debug_assert!(self.get(i));
+        let mut w = i / 64;
+        let mut clear = !self.words[w] & (u64::MAX >> (63 - i % 64));
+        loop {
+            if clear != 0 {
+                return w * 64 + 64 - clear.leading_zeros() as usize;
+            }
+            if w == 0 {
+                return 0;
+            }
+            w -= 1;
+            clear = !self.words[w];
+        }
+    }
+
+    /// The length of the run of set bits holding bit `i` (which must be set).
+    pub fn run_len_at(&self, i: usize) -> usize {
+        self.next_clear(i) - self.run_start(i)
+    }
+
     pub fn longest_run(&self) -> usize {
         let mut longest = 0;
         let mut i = 0;
@@ -164,6 +187,22 @@ impl<const W: usize> Default for Bitmap<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_around_a_bit() {
+        let mut b = Bitmap::<8>::new();
+        b.set_range(60, 10);
+        b.set_range(200, 1);
+        b.set_range(0, 3);
+        for i in 60..70 {
+            assert_eq!(b.run_start(i), 60);
+            assert_eq!(b.run_len_at(i), 10);
+        }
+        assert_eq!((b.run_start(200), b.run_len_at(200)), (200, 1));
+        assert_eq!((b.run_start(1), b.run_len_at(1)), (0, 3));
+        b.set_range(0, 512);
+        assert_eq!((b.run_start(511), b.run_len_at(511)), (0, 512));
+    }
 
     #[test]
     fn set_clear_search() {

@@ -99,6 +99,8 @@ impl PageChunk {
     /// (so zeroing must write).
     pub fn take_pages(&mut self, start: usize, n: usize) -> bool {
         debug_assert!(self.free.all_set(start, n));
+        // Only taking from a longest run can shorten the longest run.
+        let from_longest = self.free.run_len_at(start) == self.longest as usize;
         self.free.clear_range(start, n);
         let mut was_dirty = 0;
         for i in start..start + n {
@@ -109,7 +111,9 @@ impl PageChunk {
         self.dirty.set_range(start, n);
         self.nfree -= n as u32;
         self.ndirty_free -= was_dirty;
-        self.longest = self.free.longest_run() as u32;
+        if from_longest {
+            self.longest = self.free.longest_run() as u32;
+        }
         was_dirty != 0
     }
 
@@ -122,7 +126,8 @@ impl PageChunk {
         }
         self.nfree += n as u32;
         self.ndirty_free += n as u32;
-        self.longest = self.free.longest_run() as u32;
+        // Freeing only lengthens runs: the merged run is the only candidate.
+        self.longest = self.longest.max(self.free.run_len_at(start) as u32);
     }
 
     /// Purges every free dirty page (`MADV_DONTNEED`, run by run), leaving them clean; returns
