@@ -4,8 +4,10 @@
 #   1. the workspace's unit, integration, C-ABI and real-program tests (release);
 #   2. the loom models of the concurrent structures (allocator-core/tests/loom.rs), built with
 #      `--cfg loom` in a target folder of their own, preemptions bounded so they take minutes;
-#   3. a bounded run of every fuzz target (scripts/fuzz-ci.sh; FUZZ_SECS, default 60 s each).
-# HUGEALLOC_SKIP_FUZZ=1 skips step 3 (it installs cargo-fuzz on first use).
+#   3. the stress, model, churn and misuse tests again under HUGEALLOC_CONF=check:full (redzones,
+#      junk, invariant scans on every structure touched);
+#   4. a bounded run of every fuzz target (scripts/fuzz-ci.sh; FUZZ_SECS, default 60 s each).
+# HUGEALLOC_SKIP_FUZZ=1 skips step 4 (it installs cargo-fuzz on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +18,10 @@ echo "== loom models"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" \
   CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom" \
   cargo test -p hugealloc --release --test loom
+
+echo "== check:full"
+HUGEALLOC_CONF=check:full cargo test -p hugealloc --release \
+  --test threads --test model --test global --test churn --test misuse --test producer_consumer
 
 if [ "${HUGEALLOC_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== fuzz targets"

@@ -4,6 +4,7 @@
 #include "check.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,13 @@
 #define FORKS 60
 
 static volatile int stop;
+
+/* Deadlock alarms, in seconds, times HUGEALLOC_TEST_SLOW (e.g. 10 under valgrind). */
+static unsigned slow(unsigned secs) {
+    const char *f = getenv("HUGEALLOC_TEST_SLOW");
+    unsigned k = f ? (unsigned)atoi(f) : 1;
+    return secs * (k ? k : 1);
+}
 
 static void *churn(void *arg) {
     uint64_t rng = (uintptr_t)arg * 1234567 + 1;
@@ -39,7 +47,7 @@ static void *child_thread(void *arg) {
 }
 
 static int child(void) {
-    alarm(20);
+    alarm(slow(20));
     uint64_t rng = (uint64_t)getpid() * 31 + 1;
     void *keep[256];
     for (int round = 0; round < 20; round++) {
@@ -64,7 +72,7 @@ static int child(void) {
 }
 
 int main(void) {
-    alarm(120);
+    alarm(slow(120));
     pthread_t th[NTHREADS];
     for (uintptr_t i = 0; i < NTHREADS; i++)
         CHECK(pthread_create(&th[i], NULL, churn, (void *)i) == 0);
