@@ -5,8 +5,6 @@
 use hugealloc::config::{
     self, load, load_from, parse_pairs, write_options, Options, Source, OPTION_TABLE,
 };
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output};
 
@@ -22,48 +20,11 @@ pub static hugealloc_conf: ConfPtr =
 
 // ---- allocation counting: System, counted per thread ----
 
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to System, which honours the layouts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: forwarded contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+mod common;
+use common::allocations_in;
 
 #[global_allocator]
-static COUNTING: Counting = Counting;
-
-/// Allocations the calling thread makes while `f` runs.
-fn allocations_in(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    f();
-    ALLOCATIONS.with(Cell::get) - before
-}
+static COUNTING: common::Counting = common::Counting;
 
 #[test]
 fn config_parsing_and_loading_allocate_nothing() {

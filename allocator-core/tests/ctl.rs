@@ -6,54 +6,16 @@
 use hugealloc::c_api::{self, WriteCb};
 use hugealloc::ctl::{self, Ctl, CtlError, CtlValue};
 use hugealloc::{alloc, stats};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::process::{Command, Output, Stdio};
 
 // ---- allocation counting: System, counted per thread ----
 
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to System, which honours the layouts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: forwarded contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+mod common;
+use common::allocations_in;
 
 #[global_allocator]
-static COUNTING: Counting = Counting;
-
-fn allocations_in(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.with(Cell::get);
-    f();
-    ALLOCATIONS.with(Cell::get) - before
-}
+static COUNTING: common::Counting = common::Counting;
 
 // ---- helpers ----
 
@@ -795,26 +757,7 @@ fn thp_mode() -> Option<String> {
 
 /// The `VmFlags` of the mapping holding `addr`.
 fn vm_flags_of(addr: usize) -> String {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut inside = false;
-    for line in smaps.lines() {
-        if let Some((range, _)) = line.split_once(' ') {
-            if let Some((lo, hi)) = range.split_once('-') {
-                if let (Ok(lo), Ok(hi)) =
-                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-                {
-                    inside = lo <= addr && addr < hi;
-                    continue;
-                }
-            }
-        }
-        if inside {
-            if let Some(flags) = line.strip_prefix("VmFlags:") {
-                return flags.trim().to_string();
-            }
-        }
-    }
-    panic!("no mapping holds {addr:#x}");
+    common::mapping_of(addr).0
 }
 
 fn has_flag(flags: &str, f: &str) -> bool {

@@ -4,16 +4,8 @@
 
 use hugealloc::alloc;
 
-fn rss_bytes() -> usize {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<usize>()
-        .unwrap()
-        * 1024
-}
+mod common;
+use common::rss_bytes;
 
 #[test]
 fn freed_working_set_is_purged_after_the_decay_time() {

@@ -8,16 +8,8 @@ use std::sync::Mutex;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn rss_bytes() -> usize {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<usize>()
-        .unwrap()
-        * 1024
-}
+mod common;
+use common::rss_bytes;
 
 /// Allocates `mib` MiB of 256-byte objects (written), frees all but one in `keep`.
 fn thinned_heap(

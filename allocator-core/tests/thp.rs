@@ -10,33 +10,8 @@ fn thp_mode() -> Option<String> {
     Some(s[start..end].to_string())
 }
 
-/// The `VmFlags` and `AnonHugePages` (kB) of the mapping holding `addr`.
-fn mapping_of(addr: usize) -> (String, u64) {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut inside = false;
-    let mut huge_kb = 0;
-    for line in smaps.lines() {
-        if let Some((range, _)) = line.split_once(' ') {
-            if let Some((lo, hi)) = range.split_once('-') {
-                if let (Ok(lo), Ok(hi)) =
-                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-                {
-                    inside = lo <= addr && addr < hi;
-                    continue;
-                }
-            }
-        }
-        if inside {
-            if let Some(v) = line.strip_prefix("AnonHugePages:") {
-                huge_kb = v.trim().trim_end_matches(" kB").trim().parse().unwrap();
-            }
-            if let Some(flags) = line.strip_prefix("VmFlags:") {
-                return (flags.trim().to_string(), huge_kb);
-            }
-        }
-    }
-    panic!("no mapping holds {addr:#x}");
-}
+mod common;
+use common::mapping_of;
 
 fn has_flag(flags: &str, f: &str) -> bool {
     flags.split_whitespace().any(|x| x == f)
