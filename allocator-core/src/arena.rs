@@ -805,6 +805,11 @@ impl Arena {
 
     /// Dirty bytes this arena holds: free dirty extents and free dirty pages of page chunks.
     fn dirty_bytes(&self, inner: &ArenaInner) -> usize {
+        inner.stats.dirty_extent_bytes as usize + Self::dirty_page_bytes(inner)
+    }
+
+    /// Bytes of free dirty pages inside this arena's page chunks.
+    fn dirty_page_bytes(inner: &ArenaInner) -> usize {
         let mut pages = 0usize;
         let mut b = 0;
         while let Some(bucket) = inner.chunk_nonempty.next_set(b) {
@@ -821,7 +826,7 @@ impl Arena {
             }
             b = bucket + 1;
         }
-        inner.stats.dirty_extent_bytes as usize + pages * os::PAGE
+        pages * os::PAGE
     }
 
     /// Under `dirty_max`, purges until the arena's dirty bytes fit: whole free extents first,
@@ -1312,18 +1317,7 @@ impl Arena {
         }
         let inner = self.inner.lock();
         snap.arena = inner.stats;
-        let mut dirty_pages = 0u64;
-        for b in 0..=CHUNK_PAGES {
-            let mut pc = inner.chunk_buckets[b];
-            while !pc.is_null() {
-                // SAFETY: filed page chunks are live.
-                unsafe {
-                    dirty_pages += (*pc).ndirty_free as u64;
-                    pc = (*pc).next;
-                }
-            }
-        }
-        snap.dirty_page_bytes = dirty_pages * os::PAGE as u64;
+        snap.dirty_page_bytes = Self::dirty_page_bytes(&inner) as u64;
         snap
     }
 

@@ -244,20 +244,27 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
                 |home, group| crate::thread::arena(home as usize).bin_flush_slabs(class, group),
             );
         } else {
+            // (chunk, page) of each large block, looked up and checked once.
+            let mut runs = [(null_mut(), 0usize); CAP_MAX];
+            let runs = &mut runs[..batch.len()];
+            for (run, &p) in runs.iter_mut().zip(batch.iter()) {
+                *run = match arena::owner_of(p) {
+                    Owner::Large {
+                        chunk,
+                        page,
+                        class: c,
+                    } if c == class => (chunk, page),
+                    _ => crate::diag::fatal_ptr("free with a size of another class:", p),
+                };
+            }
             bin::for_each_group(
-                batch,
-                |&p| arena::arena_index_of(&arena::owner_of(p)),
+                runs,
+                // SAFETY: owner_of returned live page chunks.
+                |&(chunk, _)| unsafe { (*chunk).arena },
                 |home, group| {
                     let a = crate::thread::arena(home as usize);
-                    for &p in group.iter() {
-                        match arena::owner_of(p) {
-                            Owner::Large {
-                                chunk,
-                                page,
-                                class: c,
-                            } if c == class => a.large_free(chunk, page),
-                            _ => crate::diag::fatal_ptr("free with a size of another class:", p),
-                        }
+                    for &(chunk, page) in group.iter() {
+                        a.large_free(chunk, page);
                     }
                 },
             );
