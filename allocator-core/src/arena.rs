@@ -602,6 +602,9 @@ impl Arena {
                 t.muzzy = false;
                 t.dirty_since_ms = os::now_ms();
                 t.advice = er.advice;
+                // The tail's chunks name their own descriptor from now on, so that it
+                // coalesces and the block can grow back into it.
+                PAGEMAP.set(t.addr, t.nchunks, tail as usize | TAG_EXTENT);
             }
             er.nchunks = m;
             inner.stats.huge_active -= ((n - m) * CHUNK) as u64;
@@ -1450,6 +1453,31 @@ impl Default for ArenaSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_shrink_gives_back_its_tail() {
+        // A private arena, so that tests running beside this one cannot take the tail.
+        let idx = crate::thread::arena_create(Thp::Default).unwrap();
+        let a = crate::thread::arena(idx);
+        let (big, small) = (class_of(8 * CHUNK), class_of(2 * CHUNK));
+        let p = a.huge_alloc(big, 8 * CHUNK, CHUNK, false);
+        assert!(!p.is_null());
+        let Owner::Huge { extent } = owner_of(p) else {
+            panic!("not a huge block")
+        };
+        assert!(a.huge_resize(extent, small, 2 * CHUNK));
+        // The freed tail is a free extent of its own in the pagemap...
+        let entry = PAGEMAP.get(p as usize + 2 * CHUNK);
+        assert_eq!(entry & TAG_MASK, TAG_EXTENT);
+        assert_ne!(
+            entry & !TAG_MASK,
+            extent as usize,
+            "the freed tail still names the live block"
+        );
+        // ...so the block grows back into it in place.
+        assert!(a.huge_resize(extent, big, 8 * CHUNK));
+        a.huge_free(extent);
+    }
 
     #[test]
     fn free_buckets_invert() {
