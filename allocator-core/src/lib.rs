@@ -40,6 +40,21 @@ pub mod bin;
 pub mod registry;
 
 #[cfg(not(loom))]
+pub mod owner;
+
+#[cfg(not(loom))]
+pub mod arena_state;
+
+#[cfg(not(loom))]
+pub mod extent;
+
+#[cfg(not(loom))]
+pub mod pages;
+
+#[cfg(not(loom))]
+pub mod purge;
+
+#[cfg(not(loom))]
 pub mod arena;
 
 #[cfg(not(loom))]

@@ -302,6 +302,21 @@ pub fn for_each_line(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
     true
 }
 
+/// The address range of an smaps mapping header (`start-end perms ...`), else `None`.
+pub fn smaps_range(line: &[u8]) -> Option<(usize, usize)> {
+    let hex = |s: &[u8]| -> Option<usize> {
+        if s.is_empty() || s.len() > 16 {
+            return None;
+        }
+        s.iter().try_fold(0usize, |v, &c| {
+            Some(v << 4 | (c as char).to_digit(16)? as usize)
+        })
+    };
+    let space = line.iter().position(|&c| c == b' ')?;
+    let dash = line[..space].iter().position(|&c| c == b'-')?;
+    Some((hex(&line[..dash])?, hex(&line[dash + 1..space])?))
+}
+
 /// Reads an environment variable without allocating, ignoring it in set-uid programs
 /// (`secure_getenv`). `name` is NUL-terminated. The slice lives as long as the environment.
 pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {

@@ -17,7 +17,7 @@ use core::ptr::null_mut;
 /// Classes a thread cache may hold: every small and large class.
 pub const NBINS: usize = HUGE_FIRST;
 /// The largest per-bin capacity.
-pub const CAP_MAX: usize = 128;
+pub const CAP_MAX: usize = crate::arena::BATCH_MAX;
 /// Slow-path events between two GC steps (each step visits one bin).
 const GC_EVERY: u32 = 64;
 

@@ -1,0 +1,361 @@
+//! Runs of whole chunks ("extents") of one arena: taking `n` aligned chunks off the free lists
+//! or from the chunk source, splitting, filing free extents by dirtiness and chunk count,
+//! coalescing a freed extent with its free neighbours (found through the pagemap), recycling
+//! descriptors, and THP advice per extent. Huge blocks are extents in state `STATE_HUGE`. Also
+//! the process-wide THP facts every arena consults (system mode, `thp_threshold`).
+//!
+//! Invariant: a free extent's chunks all name it in the pagemap, and it sits in exactly one
+//! free list; two adjacent free extents of one arena with the same dirtiness and muzziness are
+//! merged. All of this runs under the arena lock.
+
+use crate::arena_state::{ArenaInner, NFREE_BUCKETS};
+use crate::base::BASE;
+use crate::chunk::*;
+use crate::list;
+use crate::os;
+use crate::pagemap::{PAGEMAP, TAG_EXTENT, TAG_MASK};
+use crate::size_class::CHUNK;
+use crate::sync::{AtomicU8, AtomicUsize, Ordering};
+use crate::thp::{ChunkAdvice, SystemMode};
+use core::ptr;
+
+/// The system THP mode, read once at start (`thp::SystemMode as u8`).
+static SYSTEM_MODE: AtomicU8 = AtomicU8::new(SystemMode::Unknown as u8);
+/// The `thp_threshold` option.
+static THP_THRESHOLD: AtomicUsize = AtomicUsize::new(4 << 20);
+
+/// Sets the process-wide THP facts every arena consults.
+pub fn set_thp_globals(mode: SystemMode, threshold: usize) {
+    // Relaxed: read by arenas created after init, which is ordered by the init Once.
+    SYSTEM_MODE.store(mode as u8, Ordering::Relaxed);
+    THP_THRESHOLD.store(threshold, Ordering::Relaxed);
+}
+
+pub fn system_mode() -> SystemMode {
+    // Relaxed: set once at init before any arena exists.
+    match SYSTEM_MODE.load(Ordering::Relaxed) {
+        0 => SystemMode::Always,
+        1 => SystemMode::Madvise,
+        2 => SystemMode::Never,
+        _ => SystemMode::Unknown,
+    }
+}
+
+pub fn thp_threshold() -> usize {
+    // Relaxed: as in system_mode.
+    THP_THRESHOLD.load(Ordering::Relaxed)
+}
+
+fn free_bucket(n: usize) -> usize {
+    if n <= 16 {
+        n - 1
+    } else {
+        (12 + crate::bits::lg_floor(n) as usize).min(NFREE_BUCKETS - 1)
+    }
+}
+
+fn b_first(bucket: usize) -> usize {
+    // A chunk count that files into `bucket` (the inverse of `free_bucket`).
+    match bucket {
+        0..16 => bucket + 1,
+        16 => 17,
+        _ => 1 << (bucket - 12),
+    }
+}
+
+fn merge_advice(a: u8, b: u8) -> u8 {
+    if a == b {
+        a
+    } else {
+        ADVICE_MIXED
+    }
+}
+
+impl ArenaInner {
+    pub(crate) fn extent_desc(&mut self) -> Option<*mut Extent> {
+        let e = if self.spare_extents.is_null() {
+            BASE.alloc(core::mem::size_of::<Extent>()) as *mut Extent
+        } else {
+            let e = self.spare_extents;
+            // SAFETY: spare descriptors are valid and linked through `next`.
+            self.spare_extents = unsafe { (*e).next };
+            e
+        };
+        if e.is_null() {
+            return None;
+        }
+        // SAFETY: e is a descriptor nobody else refers to.
+        unsafe {
+            ptr::write_bytes(e, 0, 1);
+            (*e).arena = self.index;
+        }
+        Some(e)
+    }
+
+    pub(crate) fn extent_recycle(&mut self, e: *mut Extent) {
+        // SAFETY: e is a descriptor no pagemap entry or list refers to any more.
+        unsafe { (*e).next = self.spare_extents };
+        self.spare_extents = e;
+    }
+
+    pub(crate) fn free_list(&mut self, dirty: bool, n: usize) -> &mut *mut Extent {
+        let b = free_bucket(n);
+        if dirty {
+            &mut self.free_dirty[b]
+        } else {
+            &mut self.free_clean[b]
+        }
+    }
+
+    pub(crate) fn free_file(&mut self, e: *mut Extent) {
+        // SAFETY: e is a live free extent on no list.
+        let (dirty, muzzy, n) = unsafe { ((*e).dirty, (*e).muzzy, (*e).nchunks) };
+        let bytes = (n * CHUNK) as u64;
+        if dirty && muzzy {
+            self.stats.muzzy_extent_bytes += bytes;
+        } else if dirty {
+            self.stats.dirty_extent_bytes += bytes;
+        } else {
+            self.stats.clean_extent_bytes += bytes;
+        }
+        // SAFETY: as above.
+        unsafe { list::push(self.free_list(dirty, n), e) };
+    }
+
+    pub(crate) fn free_unfile(&mut self, e: *mut Extent) {
+        // SAFETY: e is a live free extent on its list.
+        let (dirty, muzzy, n) = unsafe { ((*e).dirty, (*e).muzzy, (*e).nchunks) };
+        let bytes = (n * CHUNK) as u64;
+        if dirty && muzzy {
+            self.stats.muzzy_extent_bytes -= bytes;
+        } else if dirty {
+            self.stats.dirty_extent_bytes -= bytes;
+        } else {
+            self.stats.clean_extent_bytes -= bytes;
+        }
+        // SAFETY: as above.
+        unsafe { list::remove(self.free_list(dirty, n), e) };
+    }
+
+    /// Files a free extent, merging it with free neighbours of the same dirtiness first. A
+    /// merged dirty extent keeps the older age, so steady reuse cannot keep old dirty memory
+    /// from decaying.
+    pub(crate) fn extent_free(&mut self, mut e: *mut Extent) {
+        // SAFETY: e and every extent found through the pagemap are live descriptors; the
+        // arena lock guards all of this arena's extents.
+        unsafe {
+            let (dirty, muzzy) = ((*e).dirty, (*e).muzzy);
+            let before = PAGEMAP.get((*e).addr - 1);
+            if before & TAG_MASK == TAG_EXTENT {
+                let p = (before & !TAG_MASK) as *mut Extent;
+                if (*p).state == STATE_FREE
+                    && (*p).arena == self.index
+                    && (*p).dirty == dirty
+                    && (*p).muzzy == muzzy
+                    && (*p).addr + (*p).nchunks * CHUNK == (*e).addr
+                {
+                    self.free_unfile(p);
+                    (*p).nchunks += (*e).nchunks;
+                    (*p).advice = merge_advice((*p).advice, (*e).advice);
+                    (*p).dirty_since_ms = (*p).dirty_since_ms.min((*e).dirty_since_ms);
+                    PAGEMAP.set((*e).addr, (*e).nchunks, p as usize | TAG_EXTENT);
+                    self.extent_recycle(e);
+                    e = p;
+                }
+            }
+            let end = (*e).addr + (*e).nchunks * CHUNK;
+            let after = PAGEMAP.get(end);
+            if after & TAG_MASK == TAG_EXTENT {
+                let x = (after & !TAG_MASK) as *mut Extent;
+                if (*x).state == STATE_FREE
+                    && (*x).arena == self.index
+                    && (*x).dirty == dirty
+                    && (*x).muzzy == muzzy
+                    && (*x).addr == end
+                {
+                    self.free_unfile(x);
+                    (*e).nchunks += (*x).nchunks;
+                    (*e).advice = merge_advice((*e).advice, (*x).advice);
+                    (*e).dirty_since_ms = (*e).dirty_since_ms.min((*x).dirty_since_ms);
+                    PAGEMAP.set((*x).addr, (*x).nchunks, e as usize | TAG_EXTENT);
+                    self.extent_recycle(x);
+                }
+            }
+        }
+        self.free_file(e);
+    }
+
+    /// Takes `n` chunks aligned to `align_chunks` chunks off the free lists (dirty first, so
+    /// memory already faulted in is reused), else from the chunk source. Returns the extent
+    /// (state free, exactly `n` chunks, not filed) and whether it was dirty.
+    pub(crate) fn extent_take(
+        &mut self,
+        n: usize,
+        align_chunks: usize,
+    ) -> Option<(*mut Extent, bool)> {
+        let align = align_chunks * CHUNK;
+        // Two spare descriptors up front, so that splitting cannot fail half-way.
+        let head_desc = self.extent_desc()?;
+        let Some(tail_desc) = self.extent_desc() else {
+            self.extent_recycle(head_desc);
+            return None;
+        };
+        for dirty in [true, false] {
+            for b in free_bucket(n)..NFREE_BUCKETS {
+                let mut e = *self.free_list(dirty, b_first(b));
+                while !e.is_null() {
+                    // SAFETY: filed extents are live.
+                    let (addr, len) = unsafe { ((*e).addr, (*e).nchunks * CHUNK) };
+                    let start = (addr + align - 1) & !(align - 1);
+                    if start + n * CHUNK <= addr + len {
+                        self.free_unfile(e);
+                        let head = (start - addr) / CHUNK;
+                        let tail = (addr + len - start) / CHUNK - n;
+                        // SAFETY: e is ours now; the spare descriptors are unused.
+                        unsafe {
+                            if head > 0 {
+                                self.split_off(e, head_desc, addr, head);
+                            } else {
+                                self.extent_recycle(head_desc);
+                            }
+                            if tail > 0 {
+                                self.split_off(e, tail_desc, start + n * CHUNK, tail);
+                            } else {
+                                self.extent_recycle(tail_desc);
+                            }
+                            (*e).addr = start;
+                            (*e).nchunks = n;
+                        }
+                        return Some((e, dirty));
+                    }
+                    // SAFETY: as above.
+                    e = unsafe { (*e).next };
+                }
+            }
+        }
+        self.extent_recycle(tail_desc);
+        // Fresh chunks from the source.
+        let mut leftover = (0, 0);
+        let p = crate::chunk::SOURCE.take(n, align_chunks, &mut leftover);
+        if leftover.1 > 0 && PAGEMAP.prepare(leftover.0, leftover.1) {
+            // SAFETY: head_desc is a spare descriptor; the leftover chunks are fresh and ours.
+            unsafe {
+                let l = &mut *head_desc;
+                l.addr = leftover.0;
+                l.nchunks = leftover.1;
+                l.state = STATE_FREE;
+                l.dirty = false;
+                l.muzzy = false;
+                PAGEMAP.set(l.addr, l.nchunks, head_desc as usize | TAG_EXTENT);
+            }
+            self.stats.chunks += leftover.1 as u64;
+            self.extent_free(head_desc);
+        } else {
+            self.extent_recycle(head_desc);
+        }
+        if p.is_null() {
+            return None;
+        }
+        if !PAGEMAP.prepare(p as usize, n) {
+            os::unmap(p, n * CHUNK);
+            return None;
+        }
+        let e = self.extent_desc()?;
+        // SAFETY: e is a fresh descriptor for the fresh chunks.
+        unsafe {
+            (*e).addr = p as usize;
+            (*e).nchunks = n;
+            (*e).state = STATE_FREE;
+            PAGEMAP.set(p as usize, n, e as usize | TAG_EXTENT);
+        }
+        self.stats.chunks += n as u64;
+        Some((e, false))
+    }
+
+    /// Splits `[addr, addr + n chunks)` off free extent `e` into descriptor `d` and files it.
+    ///
+    /// # Safety
+    /// `d` is a spare descriptor; the range is part of `e`, which is unfiled.
+    pub(crate) unsafe fn split_off(
+        &mut self,
+        e: *mut Extent,
+        d: *mut Extent,
+        addr: usize,
+        n: usize,
+    ) {
+        // SAFETY: per the contract.
+        unsafe {
+            let dr = &mut *d;
+            dr.addr = addr;
+            dr.nchunks = n;
+            dr.state = STATE_FREE;
+            dr.dirty = (*e).dirty;
+            dr.muzzy = (*e).muzzy;
+            dr.advice = (*e).advice;
+            dr.dirty_since_ms = (*e).dirty_since_ms;
+        }
+        PAGEMAP.set(addr, n, d as usize | TAG_EXTENT);
+        self.free_file(d);
+    }
+
+    /// Applies THP advice `want` to extent `e`'s chunks, unless its chunks already behave so.
+    pub(crate) fn advise(&mut self, e: *mut Extent, want: ChunkAdvice) {
+        // SAFETY: e is a live extent of this arena, guarded by the arena lock.
+        let er = unsafe { &mut *e };
+        let have = er.advice;
+        let huge_by_default = system_mode() == SystemMode::Always;
+        let target = match want {
+            ChunkAdvice::Huge => ADVICE_HUGE,
+            ChunkAdvice::NoHuge => ADVICE_NOHUGE,
+            // No advice wanted: only undo advice that makes the chunks behave otherwise than
+            // the system default would.
+            ChunkAdvice::None => match have {
+                ADVICE_HUGE if !huge_by_default => ADVICE_NOHUGE,
+                ADVICE_NOHUGE if huge_by_default => ADVICE_HUGE,
+                ADVICE_MIXED => {
+                    if huge_by_default {
+                        ADVICE_HUGE
+                    } else {
+                        ADVICE_NOHUGE
+                    }
+                }
+                _ => return,
+            },
+        };
+        if have == target {
+            return;
+        }
+        let kind = if target == ADVICE_HUGE {
+            ChunkAdvice::Huge
+        } else {
+            ChunkAdvice::NoHuge
+        };
+        self.advise_range(er.addr, er.nchunks, kind);
+        er.advice = target;
+    }
+
+    pub(crate) fn advise_range(&mut self, addr: usize, n: usize, kind: ChunkAdvice) {
+        let (advice, counter) = match kind {
+            ChunkAdvice::Huge => (os::Advice::Huge, &mut self.stats.advised_huge_bytes),
+            ChunkAdvice::NoHuge => (os::Advice::NoHuge, &mut self.stats.advised_nohuge_bytes),
+            ChunkAdvice::None => return,
+        };
+        if os::advise(addr as *mut u8, n * CHUNK, advice) {
+            *counter += (n * CHUNK) as u64;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_buckets_invert() {
+        for n in 1..100_000 {
+            let b = free_bucket(n);
+            assert!(b < NFREE_BUCKETS);
+            assert_eq!(free_bucket(b_first(b)), b, "n {n}");
+        }
+    }
+}
