@@ -60,6 +60,7 @@ pub fn alloc_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
     };
     let mut tc = thread::tcache();
     if tc.is_null() {
+        crate::init::ensure_init();
         tc = thread::tcache_slow();
     }
     if !tc.is_null() && class < NBINS && (align <= crate::os::PAGE || !is_small(class)) {
@@ -254,12 +255,12 @@ pub fn alloc_in(
             alloc(size, align)
         };
     }
-    thread::ensure_init();
+    crate::init::ensure_init();
     let Some(class) = class_for(size, align) else {
         return null_mut();
     };
     let arena = match index {
-        Some(i) => match thread::arena_get(i) {
+        Some(i) => match crate::registry::arena_get(i) {
             Some(a) => a,
             None => return null_mut(),
         },
@@ -378,7 +379,7 @@ fn free_arena(owner: Owner, p: *mut u8) {
     if debug != 0 {
         free_debug(&owner, p, debug);
     }
-    let a = thread::arena(arena::arena_index_of(&owner) as usize);
+    let a = crate::registry::arena(arena::arena_index_of(&owner) as usize);
     match owner {
         Owner::Small { class, .. } => a.bin_flush(class, &[p]),
         Owner::Large { chunk, page, .. } => a.large_free(chunk, page),
@@ -444,7 +445,7 @@ pub unsafe fn resize_in_place(p: *mut u8, size: usize, align: usize) -> usize {
         return usable_of(p, &arena::owner_of(p));
     };
     let owner = arena::owner_of(p);
-    let a = thread::arena(arena::arena_index_of(&owner) as usize);
+    let a = crate::registry::arena(arena::arena_index_of(&owner) as usize);
     match owner {
         Owner::Small { .. } => usable_of(p, &owner),
         Owner::Large { chunk, page, class } => {

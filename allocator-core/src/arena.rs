@@ -525,8 +525,9 @@ mod tests {
     #[test]
     fn huge_shrink_gives_back_its_tail() {
         // A private arena, so that tests running beside this one cannot take the tail.
-        let idx = crate::thread::arena_create(Thp::Default).unwrap();
-        let a = crate::thread::arena(idx);
+        crate::init::ensure_init();
+        let idx = crate::registry::arena_create(Thp::Default).unwrap();
+        let a = crate::registry::arena(idx);
         let (big, small) = (class_of(8 * CHUNK), class_of(2 * CHUNK));
         let p = a.huge_alloc(big, 8 * CHUNK, CHUNK, false);
         assert!(!p.is_null());

@@ -22,7 +22,6 @@
 use crate::alloc;
 use crate::ctl::{Ctl, CtlValue};
 use crate::os::{self, PAGE};
-use crate::thread;
 use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use core::ptr::{self, null_mut};
 
@@ -55,7 +54,7 @@ fn checked(p: *mut u8) -> *mut c_void {
 /// (`/etc/hugealloc.conf`).
 pub fn on_load() {
     let saved = os::errno();
-    thread::ensure_init();
+    crate::init::ensure_init();
     os::set_errno(saved);
 }
 
@@ -298,10 +297,10 @@ pub fn mallinfo() -> Mallinfo {
 
 /// glibc's `malloc_stats`: hugealloc's statistics on stderr (everything, as text).
 pub fn malloc_stats() {
-    thread::ensure_init();
+    crate::init::ensure_init();
     crate::stats::print_lines(
         crate::stats::PrintOpts::ALL,
-        thread::options(),
+        crate::config::options(),
         &mut |line| os::write_stderr(line),
     );
 }
@@ -717,8 +716,8 @@ pub unsafe fn stats_print(write_cb: Option<WriteCb>, cbopaque: *mut c_void, opts
         unsafe { CStr::from_ptr(opts) }.to_bytes()
     };
     let opts = crate::stats::PrintOpts::parse(letters);
-    thread::ensure_init();
-    let options = thread::options();
+    crate::init::ensure_init();
+    let options = crate::config::options();
     match write_cb {
         Some(cb) => crate::stats::print_lines(opts, options, &mut |line| {
             let mut buf = [0u8; crate::stats::LINE_MAX + 1];

@@ -1101,3 +1101,25 @@ pub fn load(opts: &mut Options, api_conf: Option<&[u8]>) {
 
 #[cfg(test)]
 mod tests;
+
+// ---- the effective options (written once by the global init, `init`) -----------------------
+
+static mut OPTIONS: Options = Options::DEFAULT;
+
+/// The effective options (valid once `init::ensure_init` has returned).
+pub fn options() -> &'static Options {
+    // SAFETY: OPTIONS is written only by the global init (`options_mut`), before the init's
+    // `Once` is published done (Release); callers reach here after observing that (Acquire)
+    // or from the init thread itself.
+    unsafe { &*core::ptr::addr_of!(OPTIONS) }
+}
+
+/// The effective options, for the global init to fill in.
+///
+/// # Safety
+/// Only the global init calls this, once, on its own thread, before it publishes that it is
+/// done; no other thread reads the options before that.
+pub unsafe fn options_mut() -> &'static mut Options {
+    // SAFETY: per the contract, nothing else refers to OPTIONS meanwhile.
+    unsafe { &mut *core::ptr::addr_of_mut!(OPTIONS) }
+}

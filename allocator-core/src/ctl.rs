@@ -222,8 +222,8 @@ fn unsigned(v: usize) -> CtlValue<'static> {
 
 /// Arena `i` for `arena.<i>.*` (`EFAULT` when it does not exist).
 fn arena_of(i: usize) -> Result<&'static crate::arena::Arena, CtlError> {
-    thread::ensure_init();
-    thread::arena_get(i).ok_or(CtlError::NoArena)
+    crate::init::ensure_init();
+    crate::registry::arena_get(i).ok_or(CtlError::NoArena)
 }
 
 /// A decay time written: -1 (never) or milliseconds.
@@ -249,16 +249,16 @@ fn ctl_epoch(_: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'static>, 
 }
 
 fn ctl_narenas(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
-    thread::ensure_init();
-    Ok(unsigned(thread::narenas()))
+    crate::init::ensure_init();
+    Ok(unsigned(crate::registry::narenas()))
 }
 
 fn ctl_arenas_create(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
-    thread::ensure_init();
+    crate::init::ensure_init();
     // The policy `arena.<n>.thp` names for the index this creation will most likely get
     // (a concurrent creation may take it first; then the new arena has the other's policy).
-    let policy = thread::options().thp_for_arena(thread::narenas());
-    thread::arena_create(policy)
+    let policy = crate::config::options().thp_for_arena(crate::registry::narenas());
+    crate::registry::arena_create(policy)
         .map(unsigned)
         .ok_or(CtlError::Again)
 }
@@ -275,7 +275,7 @@ fn ctl_arenas_decay_ms(
     _: [usize; 2],
     new: Option<CtlValue>,
 ) -> Result<CtlValue<'static>, CtlError> {
-    thread::ensure_init();
+    crate::init::ensure_init();
     let new = decay_ms_of(new)?;
     let old = crate::arena::decay_ms();
     if let Some(ms) = new {
@@ -310,9 +310,11 @@ fn ctl_bin_slab_size(ix: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'st
 }
 
 fn ctl_thread_arena(_: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    crate::init::ensure_init();
     if let Some(CtlValue::Unsigned(i)) = new {
-        // As jemalloc: an arena that does not exist is EFAULT (checked before anything moves).
-        arena_of(i as usize)?;
+        // As jemalloc: an arena that does not exist is EFAULT (checked before anything moves);
+        // an automatic arena not created yet is created.
+        crate::registry::arena_get_or_create(i as usize).ok_or(CtlError::NoArena)?;
     }
     let old = thread::thread_arena_index();
     if let Some(CtlValue::Unsigned(i)) = new {
@@ -341,7 +343,7 @@ fn ctl_thread_deallocated(
 
 fn ctl_arena_purge(ix: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
     if ix[0] == ARENAS_ALL {
-        thread::ensure_init();
+        crate::init::ensure_init();
         crate::purge();
     } else {
         arena_of(ix[0])?.purge_all();
@@ -351,9 +353,9 @@ fn ctl_arena_purge(ix: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'stat
 
 fn ctl_arena_decay(ix: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
     if ix[0] == ARENAS_ALL {
-        thread::ensure_init();
-        for i in 0..thread::narenas() {
-            thread::arena(i).decay_now();
+        crate::init::ensure_init();
+        for i in 0..crate::registry::narenas() {
+            crate::registry::arena(i).decay_now();
         }
     } else {
         arena_of(ix[0])?.decay_now();
@@ -680,6 +682,13 @@ impl Ctl {
             }
         }
         let [i, j] = self.ix;
+        if matches!(
+            target,
+            Target::Global(_) | Target::Arena(_) | Target::Bin(_)
+        ) {
+            // The figures read the arena table, which the init fills.
+            crate::init::ensure_init();
+        }
         match target {
             Target::Fixed(handler) => handler(self.ix, new),
             Target::Opt(row) => opt_value(row, i),
@@ -757,8 +766,8 @@ fn opt_value(row: &'static OptionRow, i: usize) -> Result<CtlValue<'static>, Ctl
     if matches!(row.kind, Kind::ArenaThp) && i >= ARENA_THP_MAX {
         return Err(CtlError::NotFound);
     }
-    thread::ensure_init();
-    Ok(match thread::options().get(row, i) {
+    crate::init::ensure_init();
+    Ok(match crate::config::options().get(row, i) {
         Value::Bool(b) => CtlValue::Bool(b),
         Value::Count(n) => unsigned(n),
         Value::Size(n) => CtlValue::Size(n),

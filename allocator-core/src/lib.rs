@@ -37,8 +37,6 @@ pub mod slab;
 
 pub mod bin;
 
-pub mod registry;
-
 #[cfg(not(loom))]
 pub mod owner;
 
@@ -57,6 +55,8 @@ pub mod purge;
 #[cfg(not(loom))]
 pub mod arena;
 
+pub mod registry;
+
 #[cfg(not(loom))]
 pub mod tcache;
 
@@ -65,6 +65,9 @@ pub mod thread;
 
 #[cfg(not(loom))]
 pub mod stats;
+
+#[cfg(not(loom))]
+pub mod init;
 
 #[cfg(not(loom))]
 pub mod ctl;
@@ -87,7 +90,13 @@ mod api {
     use core::alloc::{GlobalAlloc, Layout};
 
     pub use crate::ctl::{CtlError, CtlValue};
-    pub use crate::stats::{stats, Stats};
+    pub use crate::stats::Stats;
+
+    /// Gathers the process-wide figures.
+    pub fn stats() -> Stats {
+        crate::init::ensure_init();
+        crate::stats::stats()
+    }
 
     /// The allocator, usable as `#[global_allocator] static GLOBAL: HugeAlloc = HugeAlloc;` or
     /// called directly.
@@ -136,8 +145,8 @@ mod api {
     impl ConfiguredAlloc {
         #[inline(always)]
         fn configure(&self) {
-            if !thread::is_ready() {
-                thread::set_api_conf(self.conf.as_bytes());
+            if !crate::init::is_ready() {
+                crate::init::set_api_conf(self.conf.as_bytes());
             }
         }
     }
@@ -172,7 +181,7 @@ mod api {
     /// The system's transparent huge page settings: `enabled` (as read at init), `defrag` and
     /// whether hugealloc's `MADV_HUGEPAGE` advice has any effect here.
     pub fn thp_status() -> ThpStatus {
-        thread::ensure_init();
+        crate::init::ensure_init();
         let enabled = crate::arena::system_mode();
         let mut buf = [0u8; 128];
         let defrag =
@@ -198,15 +207,16 @@ mod api {
 
     /// Moves the calling thread to arena `i`; false if there is no such arena.
     pub fn thread_set_arena(i: usize) -> bool {
+        crate::init::ensure_init();
         thread::set_thread_arena(i)
     }
 
     /// Returns every dirty free chunk of every arena to the kernel; returns the bytes purged.
     pub fn purge() -> usize {
-        thread::ensure_init();
+        crate::init::ensure_init();
         thread::flush_thread_cache();
-        (0..thread::narenas())
-            .map(|i| thread::arena(i).purge_all())
+        (0..crate::registry::narenas())
+            .map(|i| crate::registry::arena(i).purge_all())
             .sum()
     }
 
@@ -221,13 +231,14 @@ mod api {
     impl Arena {
         /// Creates an arena with `policy`; `None` when the arena table is full or memory short.
         pub fn new(policy: Thp) -> Option<Arena> {
-            thread::arena_create(policy).map(|index| Arena { index })
+            crate::init::ensure_init();
+            crate::registry::arena_create(policy).map(|index| Arena { index })
         }
 
         /// The handle of existing arena `index`.
         pub fn from_index(index: usize) -> Option<Arena> {
-            thread::ensure_init();
-            thread::arena_get(index).map(|_| Arena { index })
+            crate::init::ensure_init();
+            crate::registry::arena_get(index).map(|_| Arena { index })
         }
 
         /// The arena's index (as in `arena.<i>.*` control names and `MALLOCX_ARENA`).
@@ -243,12 +254,12 @@ mod api {
 
         /// The arena's THP policy.
         pub fn thp(&self) -> Thp {
-            thread::arena(self.index).thp()
+            crate::registry::arena(self.index).thp()
         }
 
         /// Changes the policy; chunks put to use afterwards get the new advice.
         pub fn set_thp(&self, policy: Thp) {
-            thread::arena(self.index).set_thp(policy)
+            crate::registry::arena(self.index).set_thp(policy)
         }
     }
 

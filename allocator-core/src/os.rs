@@ -386,6 +386,34 @@ pub fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern 
     unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
 }
 
+/// Creates a thread-specific key whose destructor `dtor` runs at each thread's exit with the
+/// value that thread set (`pthread_key_create`); `None` when the system refuses (no keys left).
+/// glibc allocates nothing here.
+pub fn thread_key_create(dtor: extern "C" fn(*mut libc::c_void)) -> Option<u32> {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid out slot; dtor is a plain function valid for the whole process.
+    let rc = unsafe { libc::pthread_key_create(&mut key, Some(dtor)) };
+    (rc == 0).then_some(key)
+}
+
+/// Sets the calling thread's value of `key` (`pthread_setspecific`); false on failure (an
+/// invalid key, or no memory for a key past the first 32). glibc may allocate here: the
+/// caller must cope with a nested allocation.
+///
+/// # Safety
+/// `key` came from `thread_key_create`, whose destructor accepts `value`.
+pub unsafe fn thread_key_set(key: u32, value: *mut u8) -> bool {
+    // SAFETY: per the contract.
+    unsafe { libc::pthread_setspecific(key, value as *const libc::c_void) == 0 }
+}
+
+/// Registers `f` to run at normal process exit (`atexit`); false when the system refuses.
+/// glibc may allocate here.
+pub fn at_exit(f: extern "C" fn()) -> bool {
+    // SAFETY: registering a plain function valid for the whole process.
+    unsafe { libc::atexit(f) == 0 }
+}
+
 /// The calling thread's minor and major page-fault counts (`getrusage(RUSAGE_SELF)` is
 /// process-wide; this returns the process figures).
 pub fn minor_faults() -> u64 {

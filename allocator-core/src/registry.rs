@@ -1,8 +1,15 @@
-//! The placement rule that binds a thread to an arena: the automatic arena with the fewest
-//! threads, where a slot not yet created beats every arena that already has a thread (so the
-//! first `narenas` threads each get an arena of their own, as in jemalloc). The rule runs
-//! under the registry lock (rank 1); the arena table itself is `thread`'s, reached through
-//! `Slots`, so the loom models can run the same code over a table of their own.
+//! The process-wide arena table and the placement rule that binds a thread to an arena: the
+//! automatic arena with the fewest threads, where a slot not yet created beats every arena that
+//! already has a thread (so the first `narenas` threads each get an arena of their own, as in
+//! jemalloc). The rule runs under the registry lock (rank 1), over the table as `Slots`, so the
+//! loom models can run the same code over a table of their own (the table itself is not built
+//! under loom).
+//!
+//! Invariants: slots fill in order and are never emptied (arenas live for the whole process);
+//! `NARENAS` counts the filled ones and is published after the slot (Release).
+//!
+//! Lock order: the registry lock (rank 1) is never held while anything else is taken except
+//! arena creation in metadata (base, rank 5).
 
 use crate::sync::Mutex;
 
@@ -44,6 +51,161 @@ pub fn choose(lock: &Mutex<()>, auto: usize, slots: &impl Slots) -> usize {
     }
     slots.bind(best);
     best
+}
+
+#[cfg(not(loom))]
+pub use table::*;
+
+/// The process-wide table.
+#[cfg(not(loom))]
+mod table {
+    use crate::arena::Arena;
+    use crate::config::options;
+    use crate::sync::plain::{AtomicPtr, AtomicUsize};
+    use crate::sync::{Mutex, Ordering};
+    use crate::thp::Thp;
+    use core::ptr::null_mut;
+
+    /// Most arenas a process may have.
+    pub const MAX_ARENAS: usize = 256;
+    const _: () = assert!(MAX_ARENAS == crate::config::NARENAS_MAX);
+
+    #[allow(clippy::declare_interior_mutable_const)]
+    const NO_ARENA: AtomicPtr<Arena> = AtomicPtr::new(null_mut());
+    static ARENAS: [AtomicPtr<Arena>; MAX_ARENAS] = [NO_ARENA; MAX_ARENAS];
+    /// Arenas created so far.
+    static NARENAS: AtomicUsize = AtomicUsize::new(0);
+    /// Arenas threads are spread over automatically (`narenas`).
+    static NARENAS_AUTO: AtomicUsize = AtomicUsize::new(1);
+    /// The registry lock (rank 1).
+    static REGISTRY: Mutex<()> = Mutex::new(());
+
+    /// Arena `i`, which must exist.
+    #[inline]
+    pub fn arena(i: usize) -> &'static Arena {
+        // Acquire pairs with the Release store when the arena was created.
+        let a = ARENAS[i].load(Ordering::Acquire);
+        debug_assert!(!a.is_null());
+        // SAFETY: arenas are never destroyed; index i was handed out only after creation.
+        unsafe { &*a }
+    }
+
+    /// Arena `i` if it exists.
+    pub fn arena_get(i: usize) -> Option<&'static Arena> {
+        if i >= MAX_ARENAS {
+            return None;
+        }
+        // Acquire pairs with the Release store when the arena was created.
+        let a = ARENAS[i].load(Ordering::Acquire);
+        // SAFETY: as in `arena`.
+        (!a.is_null()).then(|| unsafe { &*a })
+    }
+
+    /// The number of arenas created.
+    pub fn narenas() -> usize {
+        // Acquire pairs with the Release store after creating an arena.
+        NARENAS.load(Ordering::Acquire)
+    }
+
+    /// The number of arenas threads are spread over automatically (`narenas`, resolved).
+    pub fn narenas_auto() -> usize {
+        // Relaxed: set by the global init, published through its Once.
+        NARENAS_AUTO.load(Ordering::Relaxed)
+    }
+
+    /// Creates arena 0 with `policy` and sets the automatic arena count (the global init, once,
+    /// before any other arena exists). False when out of memory.
+    pub fn init(auto: usize, policy: Thp) -> bool {
+        // Relaxed: published by the global init's Once (Release).
+        NARENAS_AUTO.store(auto.clamp(1, MAX_ARENAS), Ordering::Relaxed);
+        let _g = REGISTRY.lock();
+        publish_arena(policy).is_some()
+    }
+
+    /// Creates one more arena with `policy`; returns its index, or `None` when the table is
+    /// full or memory is short, or before the global init (which creates arena 0).
+    pub fn arena_create(policy: Thp) -> Option<usize> {
+        let _g = REGISTRY.lock();
+        if narenas() == 0 {
+            return None;
+        }
+        publish_arena(policy)
+    }
+
+    /// Arena `i`, creating it (and the slots before it, with their configured policies) when
+    /// it is one of the automatic arenas not created yet; `None` past them.
+    pub fn arena_get_or_create(i: usize) -> Option<&'static Arena> {
+        if let Some(a) = arena_get(i) {
+            return Some(a);
+        }
+        if i >= narenas_auto() {
+            return None;
+        }
+        let _g = REGISTRY.lock();
+        while (1..=i).contains(&narenas()) {
+            publish_arena(options().thp_for_arena(narenas()))?;
+        }
+        arena_get(i)
+    }
+
+    /// Creates the next arena with `policy` and publishes it (registry lock held).
+    fn publish_arena(policy: Thp) -> Option<usize> {
+        let i = narenas();
+        if i >= MAX_ARENAS {
+            return None;
+        }
+        let a = Arena::create(i as u32, policy);
+        if a.is_null() {
+            return None;
+        }
+        // Release pairs with the Acquire loads in `arena`.
+        ARENAS[i].store(a, Ordering::Release);
+        NARENAS.store(i + 1, Ordering::Release);
+        Some(i)
+    }
+
+    /// The process-wide arena table as the placement rule sees it.
+    struct ArenaTable;
+
+    impl super::Slots for ArenaTable {
+        fn load(&self, i: usize) -> Option<usize> {
+            // Relaxed: counts only steer placement.
+            arena_get(i).map(|a| a.nthreads.load(Ordering::Relaxed))
+        }
+        fn create(&self) -> Option<usize> {
+            // Called under the registry lock.
+            publish_arena(options().thp_for_arena(narenas()))
+        }
+        fn bind(&self, i: usize) {
+            // Relaxed: counts only steer placement.
+            arena(i).nthreads.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Picks the automatic arena with the fewest threads for a new thread, creating it if
+    /// needed, and counts the thread on it.
+    pub fn choose_arena() -> usize {
+        super::choose(&REGISTRY, narenas_auto(), &ArenaTable)
+    }
+
+    /// Takes the registry lock (fork prepare).
+    pub fn fork_lock() {
+        REGISTRY.force_lock();
+    }
+
+    /// # Safety
+    /// After `fork_lock`, in the parent, on the thread that took it.
+    pub unsafe fn fork_unlock() {
+        // SAFETY: per the contract.
+        unsafe { REGISTRY.force_unlock() };
+    }
+
+    /// # Safety
+    /// Only in a fork child.
+    pub unsafe fn fork_reset_in_child() {
+        // SAFETY: per the contract.
+        unsafe { REGISTRY.reset_in_child() };
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -280,17 +280,16 @@ impl ArenaReport {
 }
 
 /// The report of arena `i`, or merged over every arena for [`ARENAS_ALL`]; `None` when there
-/// is no such arena.
+/// is no such arena (callers run the init first).
 pub fn arena_report(i: usize) -> Option<ArenaReport> {
-    crate::thread::ensure_init();
     if i == ARENAS_ALL {
         let mut r = ArenaReport::EMPTY;
-        for k in 0..crate::thread::narenas() {
-            r.merge(&ArenaReport::of(crate::thread::arena(k)));
+        for k in 0..crate::registry::narenas() {
+            r.merge(&ArenaReport::of(crate::registry::arena(k)));
         }
         return Some(r);
     }
-    crate::thread::arena_get(i).map(ArenaReport::of)
+    crate::registry::arena_get(i).map(ArenaReport::of)
 }
 
 impl Stats {
@@ -317,7 +316,7 @@ impl Stats {
     }
 }
 
-/// Gathers the process-wide figures.
+/// Gathers the process-wide figures (of the arenas that exist: callers run the init first).
 pub fn stats() -> Stats {
     let merged = arena_report(ARENAS_ALL).unwrap_or(ArenaReport::EMPTY);
     Stats::from_merged(&merged.figures)
@@ -521,12 +520,12 @@ fn print_text(opts: PrintOpts, options: &Options, merged: &ArenaReport, out: &mu
         print_arena_text(opts, ARENAS_ALL, merged, out);
     }
     if opts.arenas {
-        for i in 0..crate::thread::narenas() {
-            let r = ArenaReport::of(crate::thread::arena(i));
+        for i in 0..crate::registry::narenas() {
+            let r = ArenaReport::of(crate::registry::arena(i));
             if !in_use(&r) {
                 continue;
             }
-            let a = crate::thread::arena(i);
+            let a = crate::registry::arena(i);
             out.s("hugealloc: arena.");
             out.dec(i as u64);
             out.s(".thp: ");
@@ -613,15 +612,15 @@ fn print_json(opts: PrintOpts, options: &Options, merged: &ArenaReport, out: &mu
             print_arena_json(opts, None, merged, out);
         }
         if opts.arenas {
-            for i in 0..crate::thread::narenas() {
-                let r = ArenaReport::of(crate::thread::arena(i));
+            for i in 0..crate::registry::narenas() {
+                let r = ArenaReport::of(crate::registry::arena(i));
                 if !in_use(&r) {
                     continue;
                 }
                 out.s("\n");
                 let mut tmp = [0u8; 20];
                 out.key(&mut first, crate::diag::dec_digits(i as u64, &mut tmp));
-                print_arena_json(opts, Some(crate::thread::arena(i)), &r, out);
+                print_arena_json(opts, Some(crate::registry::arena(i)), &r, out);
             }
         }
         out.s("}");
@@ -728,11 +727,13 @@ pub fn at_init(opts: &Options) {
         extern "C" fn print_at_exit() {
             // Relaxed: written once at init, before this handler can run.
             let fd = STATS_FD.load(Ordering::Relaxed);
-            let options = crate::thread::options();
+            let options = crate::config::options();
             let opts = PrintOpts::parse(options.stats_print_opts());
             print_lines(opts, options, &mut |line| crate::os::write_fd(fd, line));
         }
-        // SAFETY: registering a plain function; atexit may allocate, which the init allows.
-        unsafe { libc::atexit(print_at_exit) };
+        // atexit may allocate, which the init allows.
+        if !crate::os::at_exit(print_at_exit) {
+            crate::diag::warn("atexit failed: stats_print will print nothing at exit");
+        }
     }
 }

@@ -241,7 +241,7 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
                 pairs,
                 // SAFETY: slab_of returned live slabs.
                 |&(_, s)| unsafe { (*s).arena },
-                |home, group| crate::thread::arena(home as usize).bin_flush_slabs(class, group),
+                |home, group| crate::registry::arena(home as usize).bin_flush_slabs(class, group),
             );
         } else {
             // (chunk, page) of each large block, looked up and checked once.
@@ -262,7 +262,7 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
                 // SAFETY: owner_of returned live page chunks.
                 |&(chunk, _)| unsafe { (*chunk).arena },
                 |home, group| {
-                    let a = crate::thread::arena(home as usize);
+                    let a = crate::registry::arena(home as usize);
                     for &(chunk, page) in group.iter() {
                         a.large_free(chunk, page);
                     }

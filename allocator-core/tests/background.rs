@@ -24,7 +24,7 @@ fn child() {
     std::thread::sleep(std::time::Duration::from_millis(800));
     println!(
         "running={} dirty={}",
-        hugealloc::thread::background_thread_running(),
+        hugealloc::init::background_thread_running(),
         hugealloc::stats().dirty
     );
 }

@@ -113,7 +113,7 @@ fn dirty_max_caps_dirty_pages_even_on_huge_pages() {
         }
         std::thread::sleep(std::time::Duration::from_millis(120));
     }
-    let snap = hugealloc::thread::arena(arena.index()).snapshot();
+    let snap = hugealloc::registry::arena(arena.index()).snapshot();
     let dirty = snap.dirty_page_bytes + snap.arena.dirty_extent_bytes;
     assert!(
         dirty <= 4 << 20,
@@ -127,7 +127,7 @@ fn dirty_max_caps_dirty_pages_even_on_huge_pages() {
         // SAFETY: a fresh block of the arena.
         .map(|_| unsafe { arena.alloc(layout) })
         .collect();
-    let snap = hugealloc::thread::arena(arena.index()).snapshot();
+    let snap = hugealloc::registry::arena(arena.index()).snapshot();
     if collapse_supported() {
         assert!(snap.arena.collapsed_bytes > 0, "{:?}", snap.arena);
     } else {
@@ -176,7 +176,7 @@ fn muzzy_stage_frees_lazily_then_purges() {
     use std::alloc::GlobalAlloc;
     let huge = std::alloc::Layout::from_size_align(32 << 20, 16).unwrap();
     let small = std::alloc::Layout::from_size_align(64 << 10, 16).unwrap();
-    let snap = || hugealloc::thread::arena(arena.index()).snapshot().arena;
+    let snap = || hugealloc::registry::arena(arena.index()).snapshot().arena;
     // Activity in the arena drives its decay passes.
     let tick = || {
         // SAFETY: allocate and free one block of the arena.

@@ -143,8 +143,9 @@ fn overflowing_sizes_fail() {
 #[test]
 fn stats_move_with_allocations() {
     // A private arena, so that tests running beside this one cannot move its figures.
-    let idx = crate::thread::arena_create(crate::thp::Thp::Default).unwrap();
-    let arena = crate::thread::arena(idx);
+    crate::init::ensure_init();
+    let idx = crate::registry::arena_create(crate::thp::Thp::Default).unwrap();
+    let arena = crate::registry::arena(idx);
     let before = arena.snapshot().arena;
     let p = alloc_in(Some(idx), 64 << 20, 1, false, false);
     // SAFETY: p is a live 64 MiB block.

@@ -1,0 +1,185 @@
+//! The one-time global initialisation: the effective options (`config`), the THP and purging
+//! settings of the arena layer, the metadata advice, arena 0 and the automatic arena count
+//! (`registry`), the thread-exit key (`thread`), the fork handlers, the at-exit statistics
+//! printer (`stats`) and the background purging thread. Every entry point that may come first
+//! calls `ensure_init` before it reaches the arenas or the thread's state.
+//!
+//! A nested allocation on the initialising thread (libc allocating inside the init) is served
+//! by arena 0; other threads wait for the init to finish.
+
+use crate::base::BASE;
+use crate::chunk::SOURCE;
+use crate::config;
+use crate::diag;
+use crate::registry::{self, arena, narenas};
+use crate::sync::plain::{AtomicPtr, AtomicUsize};
+use crate::sync::{Once, Ordering};
+use crate::thp::SystemMode;
+use crate::thread;
+use core::ptr::null_mut;
+
+/// The one-time global initialisation.
+static GLOBAL: Once = Once::new();
+/// A configuration string compiled into the program (see `HugeAlloc::with_conf`).
+static API_CONF: AtomicPtr<u8> = AtomicPtr::new(null_mut());
+static API_CONF_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Records a compile-time configuration string to apply at init (last source, wins).
+pub fn set_api_conf(conf: &'static [u8]) {
+    // Relaxed pairs: both are read by the init, which happens-after through the caller.
+    API_CONF_LEN.store(conf.len(), Ordering::Relaxed);
+    API_CONF.store(conf.as_ptr() as *mut u8, Ordering::Release);
+}
+
+/// Whether the global init has completed.
+#[inline(always)]
+pub fn is_ready() -> bool {
+    GLOBAL.is_done()
+}
+
+/// Makes sure the process-wide state exists. A nested call on the initialising thread (libc
+/// allocating inside the init) returns at once; its allocation is served by arena 0.
+#[cold]
+pub fn ensure_init() {
+    if is_ready() {
+        return;
+    }
+    let ran = GLOBAL.call(|| {
+        thread::set_in_global_init(true);
+        // The init opens files that may be missing (ENOENT): the program must not see it.
+        let saved = crate::os::errno();
+        global_init();
+        crate::os::set_errno(saved);
+        thread::set_in_global_init(false);
+    });
+    // A nested allocation on the initialising thread proceeds on arena 0; others wait.
+    if !ran && !thread::in_global_init() {
+        GLOBAL.wait();
+    }
+}
+
+fn global_init() {
+    // SAFETY: this is the global init, on its own thread, before GLOBAL is published done.
+    let opts = unsafe { config::options_mut() };
+    // Acquire pairs with the Release store in set_api_conf.
+    let api = API_CONF.load(Ordering::Acquire);
+    let api_conf = if api.is_null() {
+        None
+    } else {
+        // SAFETY: set_api_conf stored a &'static [u8]'s pointer and length.
+        Some(unsafe { core::slice::from_raw_parts(api, API_CONF_LEN.load(Ordering::Relaxed)) })
+    };
+    config::load(opts, api_conf);
+    let debug = (opts.junk as u8 * diag::DEBUG_JUNK)
+        | (opts.zero as u8 * diag::DEBUG_ZERO)
+        | (opts.check_full as u8 * diag::DEBUG_FULL);
+    diag::set_debug(debug);
+    if debug != 0 {
+        // Every block must pass the debug path, which the thread cache would bypass.
+        opts.tcache = false;
+    }
+    let mode = read_system_mode();
+    crate::arena::set_thp_globals(mode, opts.thp_threshold);
+    crate::arena::set_decay_ms(opts.dirty_decay_ms);
+    crate::arena::set_purge_globals(opts.dirty_max, opts.thp_collapse);
+    crate::arena::set_muzzy_decay_ms(opts.muzzy_decay_ms);
+    let meta = crate::thp::advice_for(opts.metadata_thp, mode, 0, usize::MAX);
+    // Relaxed: read by the base under its lock, after this init.
+    BASE.advice.store(
+        match meta {
+            crate::thp::ChunkAdvice::Huge => 1,
+            crate::thp::ChunkAdvice::NoHuge => 2,
+            crate::thp::ChunkAdvice::None => 0,
+        },
+        Ordering::Relaxed,
+    );
+    let n = if opts.narenas == 0 {
+        4 * crate::os::ncpus()
+    } else {
+        opts.narenas
+    };
+    if !registry::init(n, opts.thp_for_arena(0)) {
+        diag::fatal("out of memory creating the first arena");
+    }
+    thread::create_exit_key();
+    if !crate::os::at_fork(fork_prepare, fork_parent, fork_child) {
+        diag::warn("pthread_atfork failed: a fork child may find the allocator's locks held");
+    }
+    crate::stats::at_init(opts);
+    if opts.background_thread {
+        // pthread_create allocates; on this thread that is served by arena 0 (the init is
+        // running), and the new thread's own first allocation waits for the init to finish.
+        // Relaxed: a flag for stats and tests.
+        BACKGROUND.store(
+            crate::os::spawn_detached(background_main),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Whether the background purging thread runs (`background_thread:true`). A fork child has
+/// none; there, as without it, purging runs on allocation activity.
+static BACKGROUND: crate::sync::plain::AtomicBool = crate::sync::plain::AtomicBool::new(false);
+
+/// Whether this process has a background purging thread.
+pub fn background_thread_running() -> bool {
+    // Relaxed: see BACKGROUND.
+    BACKGROUND.load(Ordering::Relaxed)
+}
+
+/// The background thread: every arena's decay pass when due, so memory freed before a quiet
+/// period goes back without waiting for the next allocation.
+extern "C" fn background_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    ensure_init();
+    loop {
+        let mut wait = 1000u64;
+        for i in 0..narenas() {
+            wait = wait.min(arena(i).decay_tick());
+        }
+        crate::os::sleep_ms(wait.clamp(10, 1000));
+    }
+}
+
+/// Reads `/sys/kernel/mm/transparent_hugepage/enabled` (missing: unknown).
+pub fn read_system_mode() -> SystemMode {
+    let mut buf = [0u8; 128];
+    match crate::os::read_file(b"/sys/kernel/mm/transparent_hugepage/enabled\0", &mut buf) {
+        Some(n) => crate::thp::parse_system_mode(&buf[..n]),
+        None => SystemMode::Unknown,
+    }
+}
+
+extern "C" fn fork_prepare() {
+    registry::fork_lock();
+    for i in 0..narenas() {
+        arena(i).lock_all();
+    }
+    SOURCE.fork_lock().force_lock();
+    BASE.fork_lock().force_lock();
+}
+
+extern "C" fn fork_parent() {
+    // SAFETY: fork_prepare took every one of these locks on this thread.
+    unsafe {
+        BASE.fork_lock().force_unlock();
+        SOURCE.fork_lock().force_unlock();
+        for i in (0..narenas()).rev() {
+            arena(i).unlock_all();
+        }
+        registry::fork_unlock();
+    }
+}
+
+extern "C" fn fork_child() {
+    // Relaxed: the child is single-threaded; its parent's background thread is not copied.
+    BACKGROUND.store(false, Ordering::Relaxed);
+    // SAFETY: in the child only this thread exists; every lock is reset to free.
+    unsafe {
+        BASE.fork_lock().reset_in_child();
+        SOURCE.fork_lock().reset_in_child();
+        for i in (0..narenas()).rev() {
+            arena(i).reset_locks_in_child();
+        }
+        registry::fork_reset_in_child();
+    }
+}
