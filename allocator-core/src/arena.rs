@@ -517,34 +517,3 @@ impl Default for ArenaSnapshot {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn huge_shrink_gives_back_its_tail() {
-        // A private arena, so that tests running beside this one cannot take the tail.
-        crate::init::ensure_init();
-        let idx = crate::registry::arena_create(Thp::Default).unwrap();
-        let a = crate::registry::arena(idx);
-        let (big, small) = (class_of(8 * CHUNK), class_of(2 * CHUNK));
-        let p = a.huge_alloc(big, 8 * CHUNK, CHUNK, false);
-        assert!(!p.is_null());
-        let Owner::Huge { extent } = owner_of(p) else {
-            panic!("not a huge block")
-        };
-        assert!(a.huge_resize(extent, small, 2 * CHUNK));
-        // The freed tail is a free extent of its own in the pagemap...
-        let entry = PAGEMAP.get(p as usize + 2 * CHUNK);
-        assert_eq!(entry & TAG_MASK, TAG_EXTENT);
-        assert_ne!(
-            entry & !TAG_MASK,
-            extent as usize,
-            "the freed tail still names the live block"
-        );
-        // ...so the block grows back into it in place.
-        assert!(a.huge_resize(extent, big, 8 * CHUNK));
-        a.huge_free(extent);
-    }
-}

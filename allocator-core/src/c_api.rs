@@ -220,7 +220,7 @@ pub unsafe fn malloc_usable_size(p: *mut c_void) -> usize {
 /// `malloc_trim`: returns every free dirty chunk of every arena to the kernel (the padding
 /// argument is ignored); 1 when some memory was released, else 0, as glibc.
 pub fn malloc_trim(_pad: usize) -> c_int {
-    c_int::from(crate::purge() > 0)
+    c_int::from(crate::ctl::purge_all() > 0)
 }
 
 /// `mallopt`: hugealloc has no knobs through this interface (use `HUGEALLOC_CONF` or
@@ -267,7 +267,8 @@ pub struct Mallinfo {
 /// `uordblks` = bytes allocated (`stats.allocated`), `fordblks` = the difference, `keepcost` =
 /// dirty free bytes `malloc_trim` could release; the other fields are 0.
 pub fn mallinfo2() -> Mallinfo2 {
-    let s = crate::stats();
+    crate::init::ensure_init();
+    let s = crate::stats::stats();
     Mallinfo2 {
         arena: s.mapped,
         uordblks: s.allocated,

@@ -13,6 +13,7 @@
 //! new chunks touch it.
 
 use crate::bitmap::Bitmap;
+use crate::list::linked;
 use crate::os;
 use crate::size_class::{CHUNK, CHUNK_PAGES, LG_CHUNK};
 use crate::sync::{AtomicU64, ForkLock, Mutex, Ordering};
@@ -52,6 +53,8 @@ pub struct Extent {
     pub pages: *mut PageChunk,
 }
 
+linked!(Extent);
+
 /// Page-map words (`PageChunk::page_map`): `0` free; a slab page is `slab_ptr | PAGE_SLAB`; a
 /// large run's first page `npages << 3 | PAGE_LARGE`, its other pages
 /// `offset << 3 | PAGE_INTERIOR`. Slab and large head words carry the size class in bits 56..64.
@@ -85,6 +88,8 @@ pub struct PageChunk {
     pub dirty: Bitmap<8>,
     pub page_map: [u64; CHUNK_PAGES],
 }
+
+linked!(PageChunk);
 
 const _: () = assert!(Bitmap::<8>::BITS == CHUNK_PAGES);
 

@@ -341,10 +341,19 @@ fn ctl_thread_deallocated(
     Ok(CtlValue::U64(thread::TLS.with(|t| t.deallocated.get())))
 }
 
+/// Flushes the calling thread's cache, then returns every dirty free chunk of every arena to
+/// the kernel (`arena.4096.purge`, `malloc_trim`, `hugealloc::purge`); returns the bytes purged.
+pub fn purge_all() -> usize {
+    crate::init::ensure_init();
+    thread::flush_thread_cache();
+    (0..crate::registry::narenas())
+        .map(|i| crate::registry::arena(i).purge_all())
+        .sum()
+}
+
 fn ctl_arena_purge(ix: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
     if ix[0] == ARENAS_ALL {
-        crate::init::ensure_init();
-        crate::purge();
+        purge_all();
     } else {
         arena_of(ix[0])?.purge_all();
     }

@@ -27,11 +27,11 @@ pub mod config;
 
 pub mod pagemap;
 
+pub mod list;
+
 pub mod chunk;
 
 pub mod base;
-
-pub mod list;
 
 pub mod slab;
 
@@ -213,11 +213,7 @@ mod api {
 
     /// Returns every dirty free chunk of every arena to the kernel; returns the bytes purged.
     pub fn purge() -> usize {
-        crate::init::ensure_init();
-        thread::flush_thread_cache();
-        (0..crate::registry::narenas())
-            .map(|i| crate::registry::arena(i).purge_all())
-            .sum()
+        crate::ctl::purge_all()
     }
 
     /// A handle on an arena of its own, created at run time with a THP policy. Allocating through

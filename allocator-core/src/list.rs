@@ -47,6 +47,8 @@ pub unsafe fn remove<T: Linked>(head: &mut *mut T, x: *mut T) {
     }
 }
 
+/// Implements `Linked` for a descriptor type with `next` and `prev` fields (used beside the
+/// type's definition).
 macro_rules! linked {
     ($t:ty) => {
         impl $crate::list::Linked for $t {
@@ -60,20 +62,25 @@ macro_rules! linked {
     };
 }
 
-linked!(crate::slab::Slab);
-linked!(crate::chunk::PageChunk);
-linked!(crate::chunk::Extent);
+pub(crate) use linked;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::slab::Slab;
+
+    struct Node {
+        next: *mut Node,
+        prev: *mut Node,
+    }
+    linked!(Node);
 
     #[test]
     fn push_remove() {
-        // SAFETY: Slab is plain data; zero is a valid value.
-        let mut nodes: [Slab; 3] = unsafe { core::mem::zeroed() };
-        let p: [*mut Slab; 3] = core::array::from_fn(|i| &mut nodes[i] as *mut Slab);
+        let mut nodes: [Node; 3] = core::array::from_fn(|_| Node {
+            next: core::ptr::null_mut(),
+            prev: core::ptr::null_mut(),
+        });
+        let p: [*mut Node; 3] = core::array::from_fn(|i| &mut nodes[i] as *mut Node);
         let mut head = core::ptr::null_mut();
         // SAFETY: the nodes are valid and start on no list.
         unsafe {

@@ -4,6 +4,7 @@
 //! bin's lock.
 
 use crate::bitmap::Bitmap;
+use crate::list::linked;
 use crate::size_class::{class_size, DIV_MAGIC, SLAB_MAX_OBJS, SLAB_OBJS};
 
 #[repr(C)]
@@ -23,6 +24,8 @@ pub struct Slab {
     pub listed: bool,
     pub free: Bitmap<{ SLAB_MAX_OBJS / 64 }>,
 }
+
+linked!(Slab);
 
 impl Slab {
     /// Initialises a slab of `class` at `addr` with every object free.
