@@ -6,13 +6,19 @@
 //!
 //! A nested allocation on the initialising thread (libc allocating inside the init) is served
 //! by arena 0; other threads wait for the init to finish.
+//!
+//! Fork during the init: the fork handlers are the init's first step, and the prepare handler
+//! waits for a running init to finish, so a child sees the init done or not started. A fork
+//! that comes before the handlers exist leaves the child with an init marked running by a
+//! thread it does not have, which had done nothing yet: the child's first `ensure_init` finds
+//! that from the pid recorded with the init (`INIT_PID`) and runs the init itself.
 
 use crate::base::BASE;
 use crate::chunk::SOURCE;
 use crate::config;
 use crate::diag;
 use crate::registry::{self, arena, narenas};
-use crate::sync::plain::{AtomicPtr, AtomicUsize};
+use crate::sync::plain::{AtomicPtr, AtomicU32, AtomicUsize};
 use crate::sync::{Once, Ordering};
 use crate::thp::SystemMode;
 use crate::thread;
@@ -23,6 +29,39 @@ static GLOBAL: Once = Once::new();
 /// A configuration string compiled into the program (see `HugeAlloc::with_conf`).
 static API_CONF: AtomicPtr<u8> = AtomicPtr::new(null_mut());
 static API_CONF_LEN: AtomicUsize = AtomicUsize::new(0);
+/// The pid of the process whose thread started the init (0: none yet). Every thread entering
+/// `ensure_init` sets it before trying `GLOBAL`, so a running init always comes with a pid; a
+/// fork child finds its parent's pid there.
+static INIT_PID: AtomicU32 = AtomicU32::new(0);
+/// A test hook called at the init's steps (see `set_test_hook`), as a `fn(InitStep)`.
+static TEST_HOOK: AtomicPtr<()> = AtomicPtr::new(null_mut());
+
+/// The points of the init where `set_test_hook`'s function is called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitStep {
+    /// The init has started, before the fork handlers are registered.
+    Start,
+    /// The fork handlers are registered; nothing else is done yet.
+    ForkHandlers,
+}
+
+/// Calls `hook` at each `InitStep` of the global init (for tests of a fork during the init).
+/// Set it before the first allocation.
+#[doc(hidden)]
+pub fn set_test_hook(hook: fn(InitStep)) {
+    // Release pairs with the Acquire load in `test_hook`.
+    TEST_HOOK.store(hook as *mut (), Ordering::Release);
+}
+
+fn test_hook(step: InitStep) {
+    // Acquire pairs with the Release store in set_test_hook.
+    let hook = TEST_HOOK.load(Ordering::Acquire);
+    if !hook.is_null() {
+        // SAFETY: a non-null TEST_HOOK was stored from a `fn(InitStep)` by set_test_hook.
+        let hook: fn(InitStep) = unsafe { core::mem::transmute::<*mut (), fn(InitStep)>(hook) };
+        hook(step);
+    }
+}
 
 /// Records a compile-time configuration string to apply at init (last source, wins).
 pub fn set_api_conf(conf: &'static [u8]) {
@@ -44,6 +83,9 @@ pub fn ensure_init() {
     if is_ready() {
         return;
     }
+    let me = crate::os::pid();
+    // SeqCst (both): this thread's own later load must see its claim or an earlier one.
+    let _ = INIT_PID.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst);
     let ran = GLOBAL.call(|| {
         thread::set_in_global_init(true);
         // The init opens files that may be missing (ENOENT): the program must not see it.
@@ -53,12 +95,36 @@ pub fn ensure_init() {
         thread::set_in_global_init(false);
     });
     // A nested allocation on the initialising thread proceeds on arena 0; others wait.
-    if !ran && !thread::in_global_init() {
-        GLOBAL.wait();
+    if ran || thread::in_global_init() {
+        return;
     }
+    while GLOBAL.is_running() {
+        // SeqCst: see above.
+        let owner = INIT_PID.load(Ordering::SeqCst);
+        if owner != me
+            && INIT_PID
+                .compare_exchange(owner, me, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            // A fork child whose parent was in the init before the fork handlers existed
+            // (they would have waited for it): the init did nothing yet. Run it here.
+            // SAFETY: the initialising thread stayed in the parent, before its first step;
+            // only the thread that won the claim above resets.
+            unsafe { GLOBAL.reset_abandoned() };
+            return ensure_init();
+        }
+        core::hint::spin_loop();
+    }
+    GLOBAL.wait();
 }
 
 fn global_init() {
+    test_hook(InitStep::Start);
+    // First, so that a fork from here on waits for the rest (see `fork_prepare`).
+    if !crate::os::at_fork(fork_prepare, fork_parent, fork_child) {
+        diag::warn("pthread_atfork failed: a fork child may find the allocator's locks held");
+    }
+    test_hook(InitStep::ForkHandlers);
     // SAFETY: this is the global init, on its own thread, before GLOBAL is published done.
     let opts = unsafe { config::options_mut() };
     // Acquire pairs with the Release store in set_api_conf.
@@ -102,9 +168,6 @@ fn global_init() {
         diag::fatal("out of memory creating the first arena");
     }
     thread::create_exit_key();
-    if !crate::os::at_fork(fork_prepare, fork_parent, fork_child) {
-        diag::warn("pthread_atfork failed: a fork child may find the allocator's locks held");
-    }
     crate::stats::at_init(opts);
     if opts.background_thread {
         // pthread_create allocates; on this thread that is served by arena 0 (the init is
@@ -150,6 +213,12 @@ pub fn read_system_mode() -> SystemMode {
 }
 
 extern "C" fn fork_prepare() {
+    // An init running on another thread finishes first, so the child never sees it half done
+    // (its remaining steps take no lock a forking thread holds: they run before the fork takes
+    // any of ours, and glibc's atfork lock is needed only to register handlers, done already).
+    if !is_ready() && !thread::in_global_init() {
+        GLOBAL.wait();
+    }
     registry::fork_lock();
     for i in 0..narenas() {
         arena(i).lock_all();

@@ -380,6 +380,12 @@ pub fn futex_wake_one(word: &core::sync::atomic::AtomicU32) {
     }
 }
 
+/// The calling process's id (`getpid`; a system call, not cached: call it off hot paths).
+pub fn pid() -> u32 {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    unsafe { libc::getpid() as u32 }
+}
+
 /// Registers fork handlers (`pthread_atfork`). Returns whether registration succeeded.
 pub fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) -> bool {
     // SAFETY: the handlers are plain functions valid for the life of the process.

@@ -317,6 +317,26 @@ impl Once {
             spin_hint();
         }
     }
+
+    /// Whether the initialiser has neither completed nor been found unstarted: running, or
+    /// (in a fork child) abandoned by a thread the child does not have.
+    pub fn is_running(&self) -> bool {
+        // Acquire: as in `is_done`.
+        self.state.load(Ordering::Acquire) == 1
+    }
+
+    /// Sets a running initialiser back to not started, so that `call` runs it again; false if
+    /// it was not running.
+    ///
+    /// # Safety
+    /// The thread that started it does not exist (a fork child) and had changed nothing the
+    /// initialiser relies on; only one thread calls this.
+    pub unsafe fn reset_abandoned(&self) -> bool {
+        // AcqRel: a later `call` re-runs `f` from the start; nothing is published here.
+        self.state
+            .compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
 }
 
 #[cfg(not(loom))]
