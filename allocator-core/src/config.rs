@@ -785,13 +785,15 @@ impl<const N: usize> Buf<N> {
     }
 
     fn push(&mut self, b: &[u8]) {
-        let n = b.len().min(N - self.len);
-        self.bytes[self.len..self.len + n].copy_from_slice(&b[..n]);
+        // `get_mut`, not indexing: no panic path (`len <= N` always holds).
+        let room = self.bytes.get_mut(self.len..).unwrap_or(&mut []);
+        let n = b.len().min(room.len());
+        room[..n].copy_from_slice(&b[..n]);
         self.len += n;
     }
 
     fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
+        self.bytes.get(..self.len).unwrap_or(&[])
     }
 }
 
@@ -853,7 +855,7 @@ fn push_escaped(m: &mut Msg, bytes: &[u8], cap: usize) {
             m.str("...");
             return;
         }
-        m.bytes(&esc[..n]);
+        m.bytes(esc.get(..n).unwrap_or(&[]));
         shown += n;
     }
 }
@@ -879,7 +881,9 @@ fn suggest(key: &[u8]) -> Option<&'static str> {
         }
         for (i, &a) in name.iter().enumerate() {
             cur[0] = i + 1;
-            for (j, &b) in key.iter().enumerate() {
+            // `take(MAX)` (a no-op: `key.len() <= MAX`) lets the compiler drop the bounds
+            // checks, so no panic path.
+            for (j, &b) in key.iter().enumerate().take(MAX) {
                 let cost = usize::from(!a.eq_ignore_ascii_case(&b));
                 cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
             }
