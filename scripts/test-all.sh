@@ -6,8 +6,12 @@
 #      `--cfg loom` in a target folder of their own, preemptions bounded so they take minutes;
 #   3. the stress, model, churn and misuse tests again under HUGEALLOC_CONF=check:full (redzones,
 #      junk, invariant scans on every structure touched);
-#   4. a bounded run of every fuzz target (scripts/fuzz-ci.sh; FUZZ_SECS, default 60 s each).
-# HUGEALLOC_SKIP_FUZZ=1 skips step 4 (it installs cargo-fuzz on first use).
+#   4. the model, threads and churn tests again in a debug build, where every structure's
+#      `check()` scan runs (`diag::full_checks` is true under debug_assertions) with the thread
+#      cache on, which `check:full` turns off; about 1.5 min on 2 cores once built
+#      (producer_consumer is left out: over 2 min alone in a debug build);
+#   5. a bounded run of every fuzz target (scripts/fuzz-ci.sh; FUZZ_SECS, default 60 s each).
+# HUGEALLOC_SKIP_FUZZ=1 skips step 5 (it installs cargo-fuzz on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +26,9 @@ RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" \
 echo "== check:full"
 HUGEALLOC_CONF=check:full cargo test -p hugealloc --release \
   --test threads --test model --test global --test churn --test misuse --test producer_consumer
+
+echo "== debug build: invariant scans with the thread cache on"
+cargo test -p hugealloc --test model --test threads --test churn
 
 if [ "${HUGEALLOC_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== fuzz targets"

@@ -16,6 +16,9 @@ use crate::tcache::NBINS;
 use crate::thread;
 use core::ptr::{self, null_mut};
 
+// `free` finds a page's index by masking the address (see there).
+const _: () = assert!(CHUNK_PAGES.is_power_of_two() && CHUNK_PAGES << crate::os::LG_PAGE == CHUNK);
+
 /// Sizes up to this go through the lookup table on the fast path.
 const FAST_MAX: usize = 4096;
 
@@ -281,8 +284,13 @@ pub unsafe fn free(p: *mut u8) {
         let entry = PAGEMAP.get(addr);
         if entry & TAG_MASK == TAG_PAGES {
             let pc = (entry & !TAG_MASK) as *const crate::chunk::PageChunk;
+            // Chunks are CHUNK-aligned, so the page index is the address's bits below the
+            // chunk: no load of the chunk's base, and no bounds check (masked).
+            let page = (addr >> crate::os::LG_PAGE) & (CHUNK_PAGES - 1);
             // SAFETY: a TAG_PAGES entry points at its chunk's live page map.
-            let word = unsafe { (*pc).page_map[(*pc).page_of(addr)] };
+            debug_assert_eq!(page, unsafe { (*pc).page_of(addr) });
+            // SAFETY: as above; `page < CHUNK_PAGES`, the page map's length.
+            let word = unsafe { (*pc).page_map[page] };
             let kind = word & PAGE_KIND;
             if kind == PAGE_SLAB || (kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0) {
                 let class = (word >> PAGE_CLASS_SHIFT) as usize;
@@ -304,8 +312,8 @@ pub unsafe fn free(p: *mut u8) {
 /// `tc` is the calling thread's live cache and `class < NBINS` is `p`'s class.
 #[inline(always)]
 unsafe fn cache_push(tc: *mut crate::tcache::Tcache, class: usize, p: *mut u8) -> bool {
-    // SAFETY: per the contract.
-    let bin = unsafe { &mut (*tc).bins[class] };
+    // SAFETY: per the contract (`class < NBINS`, so unchecked: no panic path in `free`).
+    let bin = unsafe { (*tc).bins.get_unchecked_mut(class) };
     let n = bin.count as usize;
     if n >= bin.cap as usize {
         return false;
@@ -364,7 +372,7 @@ pub unsafe fn free_slow(p: *mut u8) {
         Owner::Small { class, .. } | Owner::Large { class, .. } if !tc.is_null() => {
             // SAFETY: the thread's own live cache.
             let t = unsafe { &mut *tc };
-            if t.bins[class].cap > 0 {
+            if t.bins.get(class).is_some_and(|b| b.cap > 0) {
                 t.free_slow(class, p);
                 return;
             }

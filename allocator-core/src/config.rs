@@ -3,9 +3,10 @@
 //! their order, and the one-line warnings for bad input.
 //!
 //! Invariants: nothing here allocates (fixed buffers only) or panics, whatever the input; every
-//! option is one row of [`OPTION_TABLE`], and [`Options::DEFAULT`] is computed from that table's
-//! defaults at compile time, so each default is written down exactly once; every value stored in
-//! an [`Options`] lies in its row's range, whatever strings were applied to it.
+//! option is written down once, as one row of the `options!` list, from which the [`Options`]
+//! field, the [`OPTION_TABLE`] row, the default in [`Options::DEFAULT`] and the code storing and
+//! reading the value are all generated; every value stored in an [`Options`] lies in its row's
+//! range, whatever strings were applied to it.
 //!
 //! Sources, later wins (see [`load`]): the build-time default `HUGEALLOC_DEFAULT_CONF`, the
 //! `hugealloc_conf` symbol a C program may define, the target of the `/etc/hugealloc.conf`
@@ -44,75 +45,6 @@ const ETC_LINK_MAX: usize = 4096;
 const PAIR_SHOWN_MAX: usize = 120;
 /// How many bytes of a whole configuration string `confirm_conf` shows per source.
 const CONF_SHOWN_MAX: usize = 300;
-
-/// The effective options. Build one from [`Options::DEFAULT`] and [`Options::apply`] strings to
-/// it; every field always holds a value in its [`OPTION_TABLE`] row's range.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Options {
-    /// Arenas threads are spread over; 0 = 4 per CPU.
-    pub narenas: usize,
-    /// Whether threads cache blocks.
-    pub tcache: bool,
-    /// The largest block size (bytes) thread caches keep.
-    pub tcache_max: usize,
-    /// The THP policy of every arena without its own (`arena_thp`).
-    pub thp: Thp,
-    /// Under `Thp::Madvise`, blocks of at least this many bytes get `MADV_HUGEPAGE`.
-    pub thp_threshold: usize,
-    /// The THP policy of metadata chunks.
-    pub metadata_thp: Thp,
-    /// Per-arena policies; `None` follows `thp`.
-    pub arena_thp: [Option<Thp>; ARENA_THP_MAX],
-    /// Milliseconds freed pages stay dirty before they are purged; -1 never, 0 at once.
-    pub dirty_decay_ms: i64,
-    /// Milliseconds purged pages stay lazily freed (`MADV_FREE`); 0 skips that stage.
-    pub muzzy_decay_ms: i64,
-    /// The most dirty bytes an arena retains; 0 = no limit.
-    pub dirty_max: usize,
-    /// Whether a refilled chunk is re-collapsed with `MADV_COLLAPSE`.
-    pub thp_collapse: bool,
-    /// Whether purging runs in a background thread.
-    pub background_thread: bool,
-    /// Whether statistics are printed at exit.
-    pub stats_print: bool,
-    /// `stats_print` letters; only the first `stats_print_opts_len` bytes count.
-    pub stats_print_opts: [u8; STATS_PRINT_OPTS_MAX],
-    pub stats_print_opts_len: usize,
-    /// Whether a bad configuration pair aborts the program.
-    pub abort_conf: bool,
-    /// Whether the sources and effective options are printed at start.
-    pub confirm_conf: bool,
-    /// Whether blocks are filled with junk on allocation and free.
-    pub junk: bool,
-    /// Whether every block is zeroed on allocation.
-    pub zero: bool,
-    /// `check:full`: invariant scans, junk filling and redzones (see `alloc`'s debug path).
-    pub check_full: bool,
-}
-
-/// Which option a row sets (private: rows are the public face).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Field {
-    Narenas,
-    Tcache,
-    TcacheMax,
-    Thp,
-    ThpThreshold,
-    MetadataThp,
-    ArenaThp,
-    DirtyDecayMs,
-    MuzzyDecayMs,
-    DirtyMax,
-    ThpCollapse,
-    BackgroundThread,
-    StatsPrint,
-    StatsPrintOpts,
-    AbortConf,
-    ConfirmConf,
-    Junk,
-    Zero,
-    Check,
-}
 
 /// The type of an option's value and its range.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -167,130 +99,214 @@ pub struct OptionRow {
     field: Field,
 }
 
-const fn row(
-    name: &'static str,
-    field: Field,
-    kind: Kind,
-    default: Value<'static>,
-    doc: &'static str,
-) -> OptionRow {
-    OptionRow {
-        name,
-        kind,
-        default,
-        doc,
-        field,
-    }
+/// Declares every option once. Each row reads
+/// `field "name": Kind { kind args } = default, "doc line";` and gives:
+/// - the [`Options`] field (its type follows from the kind: `Count` and `Size` are `usize`,
+///   `Millis` is `i64`, `Thp` is [`Thp`], `Bool` and `Check` are `bool`, `ArenaThp` is one
+///   `Option<Thp>` per arena, `Letters` is [`Letters`]), documented with the doc line;
+/// - the private `Field` enum (one variant per row, named as the field, numbered as the row);
+/// - the row of [`OPTION_TABLE`] (name, kind, `Value::Kind(default)`, doc line);
+/// - [`Options::DEFAULT`], each field set to its row's default;
+/// - `Options::with` and [`Options::get`], storing and reading a [`Value`] of the row's kind.
+///
+/// Adding an option is adding a row (and, for a new kind, its `Kind`/`Value` variants and the
+/// `@ty`/`@init`/`@store`/`@load` arms below).
+macro_rules! options {
+    ($(
+        $field:ident $name:literal: $kind:ident $({ $($karg:ident: $kval:expr),* $(,)? })?
+            = $default:expr, $doc:literal;
+    )*) => {
+        /// The effective options. Build one from [`Options::DEFAULT`] and [`Options::apply`]
+        /// strings to it; every field always holds a value in its [`OPTION_TABLE`] row's range.
+        /// Declared by the `options!` list: each field's doc is its row's doc line.
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        pub struct Options {
+            $(#[doc = $doc] pub $field: options!(@ty $kind),)*
+        }
+
+        /// Which option a row sets (private: rows are the public face). Variant `i` is row `i`.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        #[repr(usize)]
+        enum Field {
+            $($field,)*
+        }
+
+        /// How many options there are.
+        pub const OPTION_COUNT: usize = 0 $(+ options!(@one $field))*;
+
+        const ROWS: [OptionRow; OPTION_COUNT] = [$(OptionRow {
+            name: $name,
+            kind: Kind::$kind $({ $($karg: $kval),* })?,
+            default: Value::$kind($default),
+            doc: $doc,
+            field: Field::$field,
+        },)*];
+
+        impl Options {
+            /// The built-in defaults, from the `default` column of [`OPTION_TABLE`] (for
+            /// `arena.<i>.thp`, every arena's).
+            pub const DEFAULT: Options = Options {
+                $($field: options!(@init $kind, $default),)*
+            };
+
+            /// `self` with `value` stored in `field` (arena `index` for `ArenaThp` rows). A
+            /// value of another kind than the field's is ignored: the parser only makes values
+            /// of the row's kind, and `every_row_sets_its_own_field` tests each pairing. By
+            /// value, to be a stable `const fn`.
+            const fn with(mut self, field: Field, index: usize, value: Value) -> Options {
+                match (field, value) {
+                    $((Field::$field, Value::$kind(v)) => {
+                        options!(@store $kind, self.$field, index, v);
+                    })*
+                    #[allow(unreachable_patterns)]
+                    _ => {}
+                }
+                self
+            }
+
+            /// The value of `row`'s option (arena `index` for `arena.<i>.thp`; ignored
+            /// otherwise).
+            pub fn get(&self, row: &OptionRow, index: usize) -> Value<'_> {
+                match row.field {
+                    $(Field::$field => options!(@load $kind, self.$field, index),)*
+                }
+            }
+        }
+    };
+    (@one $f:ident) => { 1 };
+
+    (@ty Bool) => { bool };
+    (@ty Count) => { usize };
+    (@ty Size) => { usize };
+    (@ty Millis) => { i64 };
+    (@ty Thp) => { Thp };
+    (@ty ArenaThp) => { [Option<Thp>; ARENA_THP_MAX] };
+    (@ty Check) => { bool };
+    (@ty Letters) => { Letters };
+
+    (@init ArenaThp, $default:expr) => { [$default; ARENA_THP_MAX] };
+    (@init Letters, $default:expr) => { Letters::new($default) };
+    (@init $kind:ident, $default:expr) => { $default };
+
+    (@store ArenaThp, $place:expr, $index:ident, $v:ident) => {
+        if $index < ARENA_THP_MAX {
+            $place[$index] = $v;
+        }
+    };
+    (@store Letters, $place:expr, $index:ident, $v:ident) => { $place = Letters::new($v) };
+    (@store $kind:ident, $place:expr, $index:ident, $v:ident) => { $place = $v };
+
+    (@load ArenaThp, $place:expr, $index:ident) => {
+        Value::ArenaThp(if $index < ARENA_THP_MAX { $place[$index] } else { None })
+    };
+    (@load Letters, $place:expr, $index:ident) => { Value::Letters($place.as_bytes()) };
+    (@load $kind:ident, $place:expr, $index:ident) => { Value::$kind($place) };
 }
 
-const SIZE_ANY: Kind = Kind::Size { max: SIZE_LIMIT };
-
-// One row per line of the table; rustfmt would spread each row over seven lines.
-#[rustfmt::skip]
-const ROWS: [OptionRow; 19] = [
-    row("narenas", Field::Narenas, Kind::Count { max: NARENAS_MAX }, Value::Count(0),
-        "Arenas threads are spread over; 0 = 4 per CPU."),
-    row("tcache", Field::Tcache, Kind::Bool, Value::Bool(true),
-        "Per-thread caches of small and cached large blocks."),
-    row("tcache_max", Field::TcacheMax, Kind::Size { max: TCACHE_MAX_LIMIT }, Value::Size(32 << 10),
-        "The largest block size thread caches keep."),
-    row("thp", Field::Thp, Kind::Thp, Value::Thp(Thp::Madvise),
-        "THP policy of every arena without its own `arena.<i>.thp`."),
-    row("thp_threshold", Field::ThpThreshold, SIZE_ANY, Value::Size(4 << 20),
-        "Under `madvise`, blocks of at least this size get `MADV_HUGEPAGE`."),
-    row("metadata_thp", Field::MetadataThp, Kind::Thp, Value::Thp(Thp::Default),
-        "THP policy of the chunks holding allocator metadata."),
-    row("arena.<i>.thp", Field::ArenaThp, Kind::ArenaThp, Value::ArenaThp(None),
-        "THP policy of arena i (i < 64); `inherit` follows `thp`."),
-    row("dirty_decay_ms", Field::DirtyDecayMs, Kind::Millis, Value::Millis(10_000),
-        "How long freed pages stay dirty before they are purged; -1 never, 0 at once."),
-    row("muzzy_decay_ms", Field::MuzzyDecayMs, Kind::Millis, Value::Millis(0),
-        "How long purged pages stay lazily freed (`MADV_FREE`); 0 skips that stage."),
-    row("dirty_max", Field::DirtyMax, SIZE_ANY, Value::Size(0),
-        "The most dirty bytes an arena retains, whatever the decay time; 0 = no limit."),
-    row("thp_collapse", Field::ThpCollapse, Kind::Bool, Value::Bool(false),
-        "Re-collapse a refilled, partly purged chunk with `MADV_COLLAPSE` (Linux 6.1+)."),
-    row("background_thread", Field::BackgroundThread, Kind::Bool, Value::Bool(false),
-        "Also purge from a thread of its own, so memory freed before a quiet period goes back."),
-    row("stats_print", Field::StatsPrint, Kind::Bool, Value::Bool(false),
-        "Print statistics to stderr at exit."),
-    row("stats_print_opts", Field::StatsPrintOpts,
-        Kind::Letters { allowed: STATS_PRINT_LETTERS, max_len: STATS_PRINT_OPTS_MAX },
-        Value::Letters(b""),
-        "Sections `stats_print` leaves out (jemalloc's letters); `J` prints JSON."),
-    row("abort_conf", Field::AbortConf, Kind::Bool, Value::Bool(false),
-        "Abort on a bad configuration pair instead of warning."),
-    row("confirm_conf", Field::ConfirmConf, Kind::Bool, Value::Bool(false),
-        "Print the configuration sources and the effective options at start."),
-    row("junk", Field::Junk, Kind::Bool, Value::Bool(false),
-        "Fill new blocks with 0xa5 and freed blocks with 0x5a (debugging)."),
-    row("zero", Field::Zero, Kind::Bool, Value::Bool(false),
-        "Zero every new block, as `calloc` does."),
-    row("check", Field::Check, Kind::Check, Value::Check(cfg!(feature = "check")),
-        "`full`: invariant scans, junk on free, redzones after small blocks (no thread cache)."),
-];
+// One row per option, in the order `confirm_conf` and the documentation list them; rustfmt
+// does not format macro input, so each row stays on its two lines.
+options! {
+    narenas "narenas": Count { max: NARENAS_MAX } = 0,
+        "Arenas threads are spread over; 0 = 4 per CPU.";
+    tcache "tcache": Bool = true,
+        "Per-thread caches of small and cached large blocks.";
+    tcache_max "tcache_max": Size { max: TCACHE_MAX_LIMIT } = 32 << 10,
+        "The largest block size thread caches keep.";
+    thp "thp": Thp = Thp::Madvise,
+        "THP policy of every arena without its own `arena.<i>.thp`.";
+    thp_threshold "thp_threshold": Size { max: SIZE_LIMIT } = 4 << 20,
+        "Under `madvise`, blocks of at least this size get `MADV_HUGEPAGE`.";
+    metadata_thp "metadata_thp": Thp = Thp::Default,
+        "THP policy of the chunks holding allocator metadata.";
+    arena_thp "arena.<i>.thp": ArenaThp = None,
+        "THP policy of arena i (i < 64); `inherit` follows `thp`.";
+    dirty_decay_ms "dirty_decay_ms": Millis = 10_000,
+        "How long freed pages stay dirty before they are purged; -1 never, 0 at once.";
+    muzzy_decay_ms "muzzy_decay_ms": Millis = 0,
+        "How long purged pages stay lazily freed (`MADV_FREE`); 0 skips that stage.";
+    dirty_max "dirty_max": Size { max: SIZE_LIMIT } = 0,
+        "The most dirty bytes an arena retains, whatever the decay time; 0 = no limit.";
+    thp_collapse "thp_collapse": Bool = false,
+        "Re-collapse a refilled, partly purged chunk with `MADV_COLLAPSE` (Linux 6.1+).";
+    background_thread "background_thread": Bool = false,
+        "Also purge from a thread of its own, so memory freed before a quiet period goes back.";
+    stats_print "stats_print": Bool = false,
+        "Print statistics to stderr at exit.";
+    stats_print_opts "stats_print_opts":
+        Letters { allowed: STATS_PRINT_LETTERS, max_len: STATS_PRINT_OPTS_MAX } = b"",
+        "Sections `stats_print` leaves out (jemalloc's letters); `J` prints JSON.";
+    abort_conf "abort_conf": Bool = false,
+        "Abort on a bad configuration pair instead of warning.";
+    confirm_conf "confirm_conf": Bool = false,
+        "Print the configuration sources and the effective options at start.";
+    junk "junk": Bool = false,
+        "Fill new blocks with 0xa5 and freed blocks with 0x5a (debugging).";
+    zero "zero": Bool = false,
+        "Zero every new block, as `calloc` does.";
+    check_full "check": Check = cfg!(feature = "check"),
+        "`full`: invariant scans, junk on free, redzones after small blocks (no thread cache).";
+}
 
 /// Every option, in the order `confirm_conf` and the documentation list them.
-pub static OPTION_TABLE: [OptionRow; 19] = ROWS;
+pub static OPTION_TABLE: [OptionRow; OPTION_COUNT] = ROWS;
 
 /// The index of the `arena.<i>.thp` row.
-const ARENA_ROW: usize = 6;
-const _: () = assert!(matches!(ROWS[ARENA_ROW].field, Field::ArenaThp));
+const ARENA_ROW: usize = Field::arena_thp as usize;
+const _: () = {
+    // Field `i` is row `i`, so a row's field indexes the table.
+    let mut i = 0;
+    while i < OPTION_COUNT {
+        assert!(ROWS[i].field as usize == i);
+        if let Kind::Letters { max_len, .. } = ROWS[i].kind {
+            assert!(max_len <= LETTERS_MAX);
+        }
+        i += 1;
+    }
+    assert!(matches!(ROWS[ARENA_ROW].kind, Kind::ArenaThp));
+};
 
 /// The names of every option (`arena.<i>.thp` as such).
 pub fn option_names() -> impl Iterator<Item = &'static str> {
     OPTION_TABLE.iter().map(|r| r.name)
 }
 
-/// Every field at a placeholder value; `defaults` overwrites each one from the table.
-const BLANK: Options = Options {
-    narenas: 0,
-    tcache: false,
-    tcache_max: 0,
-    thp: Thp::Default,
-    thp_threshold: 0,
-    metadata_thp: Thp::Default,
-    arena_thp: [None; ARENA_THP_MAX],
-    dirty_decay_ms: 0,
-    muzzy_decay_ms: 0,
-    dirty_max: 0,
-    thp_collapse: false,
-    background_thread: false,
-    stats_print: false,
-    stats_print_opts: [0; STATS_PRINT_OPTS_MAX],
-    stats_print_opts_len: 0,
-    abort_conf: false,
-    confirm_conf: false,
-    junk: false,
-    zero: false,
-    check_full: false,
-};
+/// The value of a `Letters` option: at most [`LETTERS_MAX`] bytes, kept in place (no
+/// allocation).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Letters {
+    /// The bytes; those past `len` are 0.
+    bytes: [u8; LETTERS_MAX],
+    len: usize,
+}
 
-/// `BLANK` with every row's default applied (every arena's for `arena.<i>.thp`).
-const fn defaults() -> Options {
-    let mut o = BLANK;
-    let mut i = 0;
-    while i < ROWS.len() {
-        let r = &ROWS[i];
-        let copies = if matches!(r.field, Field::ArenaThp) {
-            ARENA_THP_MAX
+/// The capacity of a [`Letters`] value; every `Letters` row's `max_len` is at most this.
+pub const LETTERS_MAX: usize = STATS_PRINT_OPTS_MAX;
+
+impl Letters {
+    /// The first [`LETTERS_MAX`] bytes of `v`.
+    const fn new(v: &[u8]) -> Letters {
+        let mut bytes = [0u8; LETTERS_MAX];
+        let len = if v.len() < LETTERS_MAX {
+            v.len()
         } else {
-            1
+            LETTERS_MAX
         };
-        let mut index = 0;
-        while index < copies {
-            o = o.with(r.field, index, r.default);
-            index += 1;
+        let mut k = 0;
+        while k < len {
+            bytes[k] = v[k];
+            k += 1;
         }
-        i += 1;
+        Letters { bytes, len }
     }
-    o
+
+    /// The letters.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or(&[])
+    }
 }
 
 impl Options {
-    /// The built-in defaults, from the `default` column of [`OPTION_TABLE`].
-    pub const DEFAULT: Options = defaults();
-
     /// The THP policy of arena `i`: its own `arena.<i>.thp`, else `thp`.
     pub fn thp_for_arena(&self, i: usize) -> Thp {
         match self.arena_thp.get(i) {
@@ -301,77 +317,7 @@ impl Options {
 
     /// The `stats_print_opts` letters.
     pub fn stats_print_opts(&self) -> &[u8] {
-        &self.stats_print_opts[..self.stats_print_opts_len.min(STATS_PRINT_OPTS_MAX)]
-    }
-
-    /// `self` with `value` stored in `field` (arena `index` for `Field::ArenaThp`). A value of
-    /// another kind than the field's is ignored: the parser only makes values of the row's kind,
-    /// and `every_row_sets_its_own_field` tests each pairing. By value, to be a stable `const fn`.
-    const fn with(mut self, field: Field, index: usize, value: Value) -> Options {
-        match (field, value) {
-            (Field::Narenas, Value::Count(v)) => self.narenas = v,
-            (Field::Tcache, Value::Bool(v)) => self.tcache = v,
-            (Field::TcacheMax, Value::Size(v)) => self.tcache_max = v,
-            (Field::Thp, Value::Thp(v)) => self.thp = v,
-            (Field::ThpThreshold, Value::Size(v)) => self.thp_threshold = v,
-            (Field::MetadataThp, Value::Thp(v)) => self.metadata_thp = v,
-            (Field::ArenaThp, Value::ArenaThp(v)) if index < ARENA_THP_MAX => {
-                self.arena_thp[index] = v;
-            }
-            (Field::DirtyDecayMs, Value::Millis(v)) => self.dirty_decay_ms = v,
-            (Field::MuzzyDecayMs, Value::Millis(v)) => self.muzzy_decay_ms = v,
-            (Field::DirtyMax, Value::Size(v)) => self.dirty_max = v,
-            (Field::ThpCollapse, Value::Bool(v)) => self.thp_collapse = v,
-            (Field::BackgroundThread, Value::Bool(v)) => self.background_thread = v,
-            (Field::StatsPrint, Value::Bool(v)) => self.stats_print = v,
-            (Field::StatsPrintOpts, Value::Letters(v)) => {
-                let mut buf = [0u8; STATS_PRINT_OPTS_MAX];
-                let len = if v.len() < STATS_PRINT_OPTS_MAX {
-                    v.len()
-                } else {
-                    STATS_PRINT_OPTS_MAX
-                };
-                let mut k = 0;
-                while k < len {
-                    buf[k] = v[k];
-                    k += 1;
-                }
-                self.stats_print_opts = buf;
-                self.stats_print_opts_len = len;
-            }
-            (Field::AbortConf, Value::Bool(v)) => self.abort_conf = v,
-            (Field::ConfirmConf, Value::Bool(v)) => self.confirm_conf = v,
-            (Field::Junk, Value::Bool(v)) => self.junk = v,
-            (Field::Zero, Value::Bool(v)) => self.zero = v,
-            (Field::Check, Value::Check(v)) => self.check_full = v,
-            _ => {}
-        }
-        self
-    }
-
-    /// The value of `row`'s option (arena `index` for `arena.<i>.thp`; ignored otherwise).
-    pub fn get(&self, row: &OptionRow, index: usize) -> Value<'_> {
-        match row.field {
-            Field::Narenas => Value::Count(self.narenas),
-            Field::Tcache => Value::Bool(self.tcache),
-            Field::TcacheMax => Value::Size(self.tcache_max),
-            Field::Thp => Value::Thp(self.thp),
-            Field::ThpThreshold => Value::Size(self.thp_threshold),
-            Field::MetadataThp => Value::Thp(self.metadata_thp),
-            Field::ArenaThp => Value::ArenaThp(self.arena_thp.get(index).copied().flatten()),
-            Field::DirtyDecayMs => Value::Millis(self.dirty_decay_ms),
-            Field::MuzzyDecayMs => Value::Millis(self.muzzy_decay_ms),
-            Field::DirtyMax => Value::Size(self.dirty_max),
-            Field::ThpCollapse => Value::Bool(self.thp_collapse),
-            Field::BackgroundThread => Value::Bool(self.background_thread),
-            Field::StatsPrint => Value::Bool(self.stats_print),
-            Field::StatsPrintOpts => Value::Letters(self.stats_print_opts()),
-            Field::AbortConf => Value::Bool(self.abort_conf),
-            Field::ConfirmConf => Value::Bool(self.confirm_conf),
-            Field::Junk => Value::Bool(self.junk),
-            Field::Zero => Value::Bool(self.zero),
-            Field::Check => Value::Check(self.check_full),
-        }
+        self.stats_print_opts.as_bytes()
     }
 
     /// Stores a parsed pair.
@@ -588,7 +534,7 @@ pub fn parse_pair(pair: &[u8]) -> Result<Pair<'_>, BadPair<'_>> {
 pub fn lookup(key: &[u8]) -> Result<(&'static OptionRow, usize), Problem> {
     if let Some(r) = OPTION_TABLE
         .iter()
-        .find(|r| r.field != Field::ArenaThp && r.name.as_bytes() == key)
+        .find(|r| r.field != Field::arena_thp && r.name.as_bytes() == key)
     {
         return Ok((r, 0));
     }
@@ -839,13 +785,15 @@ impl<const N: usize> Buf<N> {
     }
 
     fn push(&mut self, b: &[u8]) {
-        let n = b.len().min(N - self.len);
-        self.bytes[self.len..self.len + n].copy_from_slice(&b[..n]);
+        // `get_mut`, not indexing: no panic path (`len <= N` always holds).
+        let room = self.bytes.get_mut(self.len..).unwrap_or(&mut []);
+        let n = b.len().min(room.len());
+        room[..n].copy_from_slice(&b[..n]);
         self.len += n;
     }
 
     fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
+        self.bytes.get(..self.len).unwrap_or(&[])
     }
 }
 
@@ -853,7 +801,7 @@ impl<const N: usize> Buf<N> {
 /// appears once per arena that has its own policy (as `arena.3.thp`), not at all otherwise.
 pub fn for_each_option(opts: &Options, f: &mut dyn FnMut(&[u8], Value<'_>)) {
     for r in OPTION_TABLE.iter() {
-        if r.field != Field::ArenaThp {
+        if r.field != Field::arena_thp {
             f(r.name.as_bytes(), opts.get(r, 0));
             continue;
         }
@@ -907,7 +855,7 @@ fn push_escaped(m: &mut Msg, bytes: &[u8], cap: usize) {
             m.str("...");
             return;
         }
-        m.bytes(&esc[..n]);
+        m.bytes(esc.get(..n).unwrap_or(&[]));
         shown += n;
     }
 }
@@ -923,7 +871,7 @@ fn suggest(key: &[u8]) -> Option<&'static str> {
         return None;
     }
     let mut best: Option<(usize, &'static str)> = None;
-    for r in OPTION_TABLE.iter().filter(|r| r.field != Field::ArenaThp) {
+    for r in OPTION_TABLE.iter().filter(|r| r.field != Field::arena_thp) {
         let name = r.name.as_bytes();
         // Levenshtein distance with two rows on the stack.
         let mut prev = [0usize; MAX + 1];
@@ -933,7 +881,9 @@ fn suggest(key: &[u8]) -> Option<&'static str> {
         }
         for (i, &a) in name.iter().enumerate() {
             cur[0] = i + 1;
-            for (j, &b) in key.iter().enumerate() {
+            // `take(MAX)` (a no-op: `key.len() <= MAX`) lets the compiler drop the bounds
+            // checks, so no panic path.
+            for (j, &b) in key.iter().enumerate().take(MAX) {
                 let cost = usize::from(!a.eq_ignore_ascii_case(&b));
                 cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
             }

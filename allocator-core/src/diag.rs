@@ -24,8 +24,10 @@ impl Msg {
 
     /// Appends raw bytes.
     pub fn bytes(&mut self, b: &[u8]) -> &mut Msg {
-        let n = b.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
+        // `get_mut`, not indexing: nothing on the message path may panic (`len <= buf.len()`).
+        let room = self.buf.get_mut(self.len..).unwrap_or(&mut []);
+        let n = b.len().min(room.len());
+        room[..n].copy_from_slice(&b[..n]);
         self.len += n;
         self
     }
@@ -67,7 +69,7 @@ impl Msg {
 
     /// The text so far.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
+        self.buf.get(..self.len).unwrap_or(&[])
     }
 
     /// Ends the line and writes it to stderr.

@@ -163,7 +163,8 @@ fn write_all(fd: i32, bytes: &[u8]) {
             }
             return;
         }
-        rest = &rest[n as usize..];
+        // `get`, not indexing: no panic path (`write` never reports more than asked).
+        rest = rest.get(n as usize..).unwrap_or(&[]);
     }
 }
 

@@ -6,15 +6,29 @@
 //! An entry is a tagged word: 0 for a chunk hugealloc does not own, `ptr | TAG_PAGES` for a
 //! chunk holding slabs and page runs (`ptr` is its `chunk::PageChunk`), `ptr | TAG_EXTENT` for a
 //! chunk in a huge block or free extent (`ptr` is its `chunk::Extent`).
+//!
+//! Publication protocol (what the loom model `pagemap_leaf_publication` drives): a leaf comes
+//! from a [`LeafSource`] with every entry 0 and is installed with a Release CAS; a reader's
+//! Acquire load of the root slot therefore sees either null or a leaf whose initialisation
+//! happened before; a thread that loses the race gives its own leaf back and uses the winner's
+//! (Acquire on failure). The allocator's source is `os` (kernel-zeroed mappings); under loom
+//! the table is small (4 x 4 entries) and the model supplies heap leaves.
 
 use crate::os;
 use crate::size_class::LG_CHUNK;
 use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Bits of user address space (x86-64 and aarch64 with 4-level tables: 47/48).
+#[cfg(not(loom))]
 const ADDR_BITS: u32 = 48;
-const KEY_BITS: u32 = ADDR_BITS - LG_CHUNK;
+#[cfg(not(loom))]
 const LEAF_BITS: u32 = 14;
+/// Under loom every atomic is tracked: a table of 4 leaves of 4 entries.
+#[cfg(loom)]
+const ADDR_BITS: u32 = LG_CHUNK + 4;
+#[cfg(loom)]
+const LEAF_BITS: u32 = 2;
+const KEY_BITS: u32 = ADDR_BITS - LG_CHUNK;
 const ROOT_BITS: u32 = KEY_BITS - LEAF_BITS;
 const LEAF_LEN: usize = 1 << LEAF_BITS;
 const ROOT_LEN: usize = 1 << ROOT_BITS;
@@ -23,8 +37,51 @@ pub const TAG_PAGES: usize = 1;
 pub const TAG_EXTENT: usize = 2;
 pub const TAG_MASK: usize = 7;
 
-struct Leaf {
+/// The second level: one entry per chunk.
+pub struct Leaf {
     entries: [AtomicUsize; LEAF_LEN],
+}
+
+impl Leaf {
+    /// A leaf with every entry 0 (loom builds: there, leaves come from the model's heap).
+    #[cfg(loom)]
+    pub fn new() -> Leaf {
+        Leaf {
+            entries: core::array::from_fn(|_| AtomicUsize::new(0)),
+        }
+    }
+}
+
+#[cfg(loom)]
+impl Default for Leaf {
+    fn default() -> Leaf {
+        Leaf::new()
+    }
+}
+
+/// Where leaves come from.
+pub trait LeafSource {
+    /// A leaf with every entry 0 whose initialisation is complete when this returns, or null
+    /// (out of memory).
+    fn alloc(&self) -> *mut Leaf;
+    /// Takes back a leaf from [`alloc`](LeafSource::alloc) that was never published.
+    ///
+    /// # Safety
+    /// `leaf` came from this source's `alloc` and no other thread has seen it.
+    unsafe fn free(&self, leaf: *mut Leaf);
+}
+
+/// The allocator's leaves: fresh anonymous mappings (zero-filled by the kernel).
+pub struct OsLeaves;
+
+impl LeafSource for OsLeaves {
+    fn alloc(&self) -> *mut Leaf {
+        os::map(core::mem::size_of::<Leaf>()) as *mut Leaf
+    }
+
+    unsafe fn free(&self, leaf: *mut Leaf) {
+        os::unmap(leaf as *mut u8, core::mem::size_of::<Leaf>());
+    }
 }
 
 pub struct Pagemap {
@@ -32,6 +89,14 @@ pub struct Pagemap {
 }
 
 impl Pagemap {
+    /// An empty table (not `const` under loom, whose atomics are not).
+    #[cfg(loom)]
+    pub fn new() -> Pagemap {
+        Pagemap {
+            root: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
+        }
+    }
+
     #[cfg(not(loom))]
     pub const fn new() -> Pagemap {
         #[allow(clippy::declare_interior_mutable_const)]
@@ -57,7 +122,9 @@ impl Pagemap {
             return 0;
         };
         // Acquire pairs with the Release CAS in `leaf_for` so the zeroed leaf is visible.
-        let leaf = self.root[r].load(Ordering::Acquire);
+        // SAFETY: `split` makes `r < ROOT_LEN` (unchecked: `get` is on `free`'s fast path,
+        // where nothing may panic).
+        let leaf = unsafe { self.root.get_unchecked(r) }.load(Ordering::Acquire);
         if leaf.is_null() {
             return 0;
         }
@@ -69,12 +136,23 @@ impl Pagemap {
     /// Sets the entry for every chunk of `[addr, addr + nchunks * CHUNK)`. Returns false when a
     /// leaf could not be mapped (out of memory); entries already written stay written.
     pub fn set(&self, addr: usize, nchunks: usize, value: usize) -> bool {
+        self.set_with(addr, nchunks, value, &OsLeaves)
+    }
+
+    /// [`set`](Pagemap::set) with leaves from `leaves`.
+    pub fn set_with(
+        &self,
+        addr: usize,
+        nchunks: usize,
+        value: usize,
+        leaves: &impl LeafSource,
+    ) -> bool {
         for i in 0..nchunks {
             let a = addr + (i << LG_CHUNK);
             let Some((r, l)) = Self::split(a) else {
                 return false;
             };
-            let leaf = self.leaf_for(r);
+            let leaf = self.leaf_for(r, leaves);
             if leaf.is_null() {
                 return false;
             }
@@ -91,7 +169,7 @@ impl Pagemap {
             let Some((r, _)) = Self::split(addr + (i << LG_CHUNK)) else {
                 return false;
             };
-            if self.leaf_for(r).is_null() {
+            if self.leaf_for(r, &OsLeaves).is_null() {
                 return false;
             }
             i += 1;
@@ -99,18 +177,23 @@ impl Pagemap {
         true
     }
 
-    fn leaf_for(&self, r: usize) -> *mut Leaf {
+    /// The leaf of root slot `r < ROOT_LEN`, installed from `leaves` if there is none yet;
+    /// null when out of memory.
+    fn leaf_for(&self, r: usize, leaves: &impl LeafSource) -> *mut Leaf {
+        let Some(slot) = self.root.get(r) else {
+            return core::ptr::null_mut();
+        };
         // Acquire pairs with the Release CAS below.
-        let leaf = self.root[r].load(Ordering::Acquire);
+        let leaf = slot.load(Ordering::Acquire);
         if !leaf.is_null() {
             return leaf;
         }
-        let fresh = os::map(core::mem::size_of::<Leaf>()) as *mut Leaf;
+        let fresh = leaves.alloc();
         if fresh.is_null() {
             return fresh;
         }
         // Release publishes the (zeroed) leaf; Acquire on failure sees the winner's leaf.
-        match self.root[r].compare_exchange(
+        match slot.compare_exchange(
             core::ptr::null_mut(),
             fresh,
             Ordering::AcqRel,
@@ -118,14 +201,14 @@ impl Pagemap {
         ) {
             Ok(_) => fresh,
             Err(winner) => {
-                os::unmap(fresh as *mut u8, core::mem::size_of::<Leaf>());
+                // SAFETY: `fresh` came from `leaves.alloc` and was never published.
+                unsafe { leaves.free(fresh) };
                 winner
             }
         }
     }
 }
 
-#[cfg(not(loom))]
 impl Default for Pagemap {
     fn default() -> Pagemap {
         Pagemap::new()

@@ -5,6 +5,11 @@
 //! - a bin's batch refill racing a batch flush (`bin`, under its `Mutex`);
 //! - the remote-free path: a block freed by another thread goes home to its own arena's bin
 //!   while the owner refills from that bin (`bin::for_each_group` + `BinState::flush`);
+//! - a thread cache's flush racing another thread's remote free of a block of the same slab
+//!   into the same bin (`bin::for_each_group` keyed by the slab's arena, as
+//!   `tcache::flush_items` does, + `BinState::flush`);
+//! - the pagemap's leaf publication: two threads creating the same leaf, a reader meanwhile
+//!   (`pagemap::Pagemap` with heap leaves from a `LeafSource`);
 //! - chunk hand-out from the shared chunk source to two arenas (`chunk::ChunkSource`);
 //! - metadata allocation racing (`base::Base`);
 //! - arena selection by two threads starting at once (`registry::choose`).
@@ -14,6 +19,7 @@
 #![cfg(loom)]
 
 use hugealloc::bin::{for_each_group, BinState};
+use hugealloc::pagemap::{Leaf, LeafSource, Pagemap, TAG_EXTENT, TAG_PAGES};
 use hugealloc::registry::{self, Slots};
 use hugealloc::size_class::{class_of, SLAB_OBJS};
 use hugealloc::slab::Slab;
@@ -222,6 +228,148 @@ fn remote_free_goes_home() {
             let live = if i == 0 { 3 } else { 0 };
             assert_eq!(b.stats.nmalloc - b.stats.nfree, live, "arena {i}");
         }
+    });
+}
+
+/// The slab of `p` among `pools`.
+fn slab_in(pools: &[Pool], p: *mut u8) -> *mut Slab {
+    pools
+        .iter()
+        .find_map(|pool| {
+            pool.slabs
+                .iter()
+                // SAFETY: pool slabs are live for the pool's life.
+                .find(|&&s| unsafe { (*s).index_of(p as usize).is_some() })
+                .copied()
+        })
+        .expect("pointer from these pools")
+}
+
+/// Frees `items` as `tcache::flush_items` does for a small class: grouped by each slab's home
+/// arena, each group under its home bin's lock. Returns the slabs released.
+fn flush_home(pools: &[Pool], bins: &[Mutex<BinState>], items: &[*mut u8]) -> usize {
+    let mut pairs: Vec<(*mut u8, *mut Slab)> =
+        items.iter().map(|&p| (p, slab_in(pools, p))).collect();
+    let mut released = 0;
+    for_each_group(
+        &mut pairs,
+        // SAFETY: pool slabs are live.
+        |&(_, s)| unsafe { (*s).arena },
+        |home, group| {
+            bins[home as usize]
+                .lock()
+                .flush(group, |_| released += 1)
+                .unwrap();
+        },
+    );
+    released
+}
+
+#[test]
+fn tcache_flush_races_remote_free() {
+    let class = two_per_slab();
+    loom::model(move || {
+        let pools = Arc::new([Pool::new(2, class, 0), Pool::new(1, class, 1)]);
+        let bins = Arc::new([Mutex::new(BinState::new()), Mutex::new(BinState::new())]);
+        // Thread 0 (arena 0) takes three blocks: a full slab (a0, a1) and one of the current
+        // slab (b0). It hands a1 to thread 1 (arena 1).
+        let mut mine = [std::ptr::null_mut(); 3];
+        assert_eq!(bins[0].lock().fill(&mut mine, || pools[0].take()), 3);
+        let (a0, a1, b0) = (mine[0], mine[1], mine[2]);
+        let slab = slab_in(&pools[..], a0);
+        assert_eq!(slab, slab_in(&pools[..], a1));
+        assert_ne!(slab, slab_in(&pools[..], b0));
+        let remote = {
+            let (pools, bins) = (pools.clone(), bins.clone());
+            let a1 = a1 as usize;
+            thread::spawn(move || {
+                let mut own = [std::ptr::null_mut(); 1];
+                assert_eq!(bins[1].lock().fill(&mut own, || pools[1].take()), 1);
+                // Thread 1's cache frees a1 remotely, in a batch with a block of its own.
+                flush_home(&pools[..], &bins[..], &[own[0], a1 as *mut u8])
+            })
+        };
+        // Meanwhile thread 0's cache flushes a0, the other block of the same slab.
+        let released_here = flush_home(&pools[..], &bins[..], &[a0]);
+        let released = released_here + remote.join().unwrap();
+        // The slab emptied once; the bin keeps one empty slab, so nothing went back.
+        assert_eq!(released, 0);
+        // SAFETY: pool slabs are live; both flushes are done.
+        assert!(unsafe { (*slab).is_empty() });
+        for (i, bin) in bins.iter().enumerate() {
+            let b = bin.lock();
+            b.check();
+            // Arena 0: only b0 is live; arena 1: none.
+            let live = if i == 0 { 1 } else { 0 };
+            assert_eq!(b.stats.nmalloc - b.stats.nfree, live, "arena {i}");
+        }
+        // The emptied slab is the one kept: the next fills take its blocks again, once each.
+        let mut again = [std::ptr::null_mut(); 3];
+        assert_eq!(bins[0].lock().fill(&mut again, || pools[0].take()), 3);
+        let again: HashSet<usize> = again.iter().map(|&p| p as usize).collect();
+        assert_eq!(again.len(), 3);
+        assert!(again.contains(&(a0 as usize)) && again.contains(&(a1 as usize)));
+        assert!(!again.contains(&(b0 as usize)));
+    });
+}
+
+/// Heap leaves for the pagemap model; `live` lists the leaves allocated and not given back.
+#[derive(Default)]
+struct HeapLeaves {
+    live: std::sync::Mutex<Vec<usize>>,
+}
+
+impl LeafSource for HeapLeaves {
+    fn alloc(&self) -> *mut Leaf {
+        let leaf = Box::into_raw(Box::new(Leaf::new()));
+        self.live.lock().unwrap().push(leaf as usize);
+        leaf
+    }
+
+    unsafe fn free(&self, leaf: *mut Leaf) {
+        self.live.lock().unwrap().retain(|&l| l != leaf as usize);
+        // SAFETY: per the contract, from `alloc` (Box::into_raw) and seen by nobody else.
+        drop(unsafe { Box::from_raw(leaf) });
+    }
+}
+
+impl Drop for HeapLeaves {
+    fn drop(&mut self) {
+        for &leaf in self.live.get_mut().unwrap().iter() {
+            // SAFETY: from `alloc`, not given back; the pagemap using it is gone or unused.
+            drop(unsafe { Box::from_raw(leaf as *mut Leaf) });
+        }
+    }
+}
+
+#[test]
+fn pagemap_leaf_publication() {
+    use hugealloc::size_class::CHUNK;
+    // Two chunks under the same (second) leaf of the loom-sized table.
+    let (a, b) = (4 * CHUNK, 5 * CHUNK);
+    let (va, vb) = (0x1000 | TAG_PAGES, 0x2000 | TAG_EXTENT);
+    loom::model(move || {
+        let leaves = Arc::new(HeapLeaves::default());
+        let pm = Arc::new(Pagemap::new());
+        let writer = {
+            let (pm, leaves) = (pm.clone(), leaves.clone());
+            thread::spawn(move || assert!(pm.set_with(a, 1, va, &*leaves)))
+        };
+        let reader = {
+            let pm = pm.clone();
+            // A reader meanwhile sees no leaf (0) or a whole one: 0 or the value stored.
+            thread::spawn(move || {
+                let (ea, eb) = (pm.get(a), pm.get(b));
+                assert!(ea == 0 || ea == va, "{ea:#x}");
+                assert!(eb == 0 || eb == vb, "{eb:#x}");
+            })
+        };
+        assert!(pm.set_with(b, 1, vb, &*leaves));
+        writer.join().unwrap();
+        reader.join().unwrap();
+        assert_eq!((pm.get(a), pm.get(b)), (va, vb));
+        // Both threads may have made a leaf; the loser gave its own back.
+        assert_eq!(leaves.live.lock().unwrap().len(), 1);
     });
 }
 
