@@ -80,9 +80,25 @@ mod api {
     pub struct HugeAlloc;
 
     impl HugeAlloc {
-        /// The allocator with a configuration string applied at start, after every other source
-        /// (`HUGEALLOC_CONF` included): `static GLOBAL: HugeAlloc = HugeAlloc::with_conf("thp:always");`
-        /// takes effect at the first allocation.
+        /// The allocator with a configuration string compiled in, as a [`ConfiguredAlloc`]
+        /// (the type of the `#[global_allocator]` static). The string is applied at the first
+        /// allocation, after every other source (`HUGEALLOC_CONF` included), so its options win;
+        /// a bad pair gets a one-line warning on stderr and is ignored.
+        ///
+        /// ```
+        /// use hugealloc::{ConfiguredAlloc, HugeAlloc};
+        ///
+        /// #[global_allocator]
+        /// static GLOBAL: ConfiguredAlloc = HugeAlloc::with_conf("thp:never,narenas:2");
+        ///
+        /// fn main() {
+        ///     let v = vec![1u32; 1000];
+        ///     assert_eq!(v.iter().sum::<u32>(), 1000);
+        ///     // The compiled-in options are in effect.
+        ///     let thp = hugealloc::ctl::read("opt.thp");
+        ///     assert_eq!(thp, Ok(hugealloc::CtlValue::Str(c"never")));
+        /// }
+        /// ```
         pub const fn with_conf(conf: &'static str) -> ConfiguredAlloc {
             ConfiguredAlloc { conf }
         }
@@ -273,3 +289,14 @@ mod api {
         }
     }
 }
+
+// The Rust examples of the README and of docs/*.md, compiled and run by `cargo test --doc` so
+// that none of them can go stale (a ```rust block there is a doctest; blocks in other languages
+// carry their language and are skipped).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/configuration.md")]
+pub struct ConfigurationDoctests;
