@@ -317,7 +317,13 @@ impl Stats {
     }
 }
 
-/// Gathers the process-wide figures.
+/// Gathers the process-wide figures (each field's meaning is on [`Stats`]; all are bytes).
+///
+/// ```
+/// let s = hugealloc::stats();
+/// assert!(s.resident >= s.active && s.mapped >= s.metadata);
+/// println!("allocated {} B, resident {} B, mapped {} B", s.allocated, s.resident, s.mapped);
+/// ```
 pub fn stats() -> Stats {
     let merged = arena_report(ARENAS_ALL).unwrap_or(ArenaReport::EMPTY);
     Stats::from_merged(&merged.figures)
