@@ -19,7 +19,7 @@
 //! | free memory back to the kernel now | [`purge`] |
 //! | what the system does with huge pages | [`thp_status`] |
 //! | the size a block really has | [`usable_size`] |
-//! | every other knob and figure, by name | [`ctl`](crate::ctl) (jemalloc's `mallctl` names) |
+//! | every other knob and figure, by name | [`ctl`] (jemalloc's `mallctl` names) |
 //!
 //! # The global allocator
 //!
@@ -43,7 +43,7 @@
 //! Options are `name:value` pairs separated by commas, read at the first allocation from (in
 //! order, later wins) the build's default, a `hugealloc_conf` symbol, `/etc/hugealloc.conf`,
 //! `HUGEALLOC_CONF`, and [`HugeAlloc::with_conf`]. A bad pair gets a one-line warning on stderr
-//! and is ignored. The options in effect can be read back as `opt.<name>` through [`ctl`](crate::ctl); every
+//! and is ignored. The options in effect can be read back as `opt.<name>` through [`ctl`]; every
 //! option is described in `docs/configuration.md`. The most used: `thp` (the policy of every
 //! arena: `madvise`, `always`, `never`, `default`), `thp_threshold`, `narenas`,
 //! `dirty_decay_ms`, `dirty_max`, `stats_print` (statistics on stderr at exit) and `check`
@@ -51,7 +51,7 @@
 //!
 //! # Statistics and control
 //!
-//! [`stats()`] gives the process-wide byte counts; [`ctl`](crate::ctl) reads and writes every figure and
+//! [`stats()`] gives the process-wide byte counts; [`ctl`] reads and writes every figure and
 //! setting by name, as `mallctl` does in C (`stats.arenas.<i>.mapped`, `arena.<i>.thp`,
 //! `arena.<i>.purge`, ...):
 //!
