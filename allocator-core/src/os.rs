@@ -133,6 +133,12 @@ pub fn write_stderr(bytes: &[u8]) {
     write_fd(2, bytes)
 }
 
+/// The calling process's id (for lines that several processes may write to one stderr).
+pub fn pid() -> u32 {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    unsafe { libc::getpid() as u32 }
+}
+
 /// A close-on-exec duplicate of stderr (stderr itself where `dup` fails).
 pub fn dup_stderr() -> i32 {
     // SAFETY: fcntl(F_DUPFD_CLOEXEC) only creates a descriptor.

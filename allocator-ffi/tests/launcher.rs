@@ -40,6 +40,58 @@ fn run_with_stats_prints_them() {
 }
 
 #[test]
+fn stats_at_exit_are_a_short_summary_and_the_full_dump_is_an_option() {
+    let summary = run_ok(
+        launcher().args(["run", "--stats", "--", "sh", "-c", "echo x | sort"]),
+        "run --stats",
+    );
+    let text = String::from_utf8_lossy(&summary.stderr);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("hugealloc: "))
+        .collect();
+    // One summary per process (sh, and sort where sh does not exec it), each short.
+    let headers = lines.iter().filter(|l| l.contains("at exit")).count();
+    assert!(
+        (1..=2).contains(&headers) && lines.len() <= 20 * headers,
+        "{text}"
+    );
+    for want in [
+        "hugealloc: statistics of process ",
+        "hugealloc: huge_backed: ",
+        "hugealloc: top bins: ",
+        "hugealloc: bins.",
+        " MiB ",
+    ] {
+        assert!(text.contains(want), "{want} missing from\n{text}");
+    }
+    assert!(!text.contains("stats.arenas."), "the full dump: {text}");
+
+    // stats_print_opts:f: the jemalloc-style dump with every part.
+    let full = run_ok(
+        launcher().args([
+            "run",
+            "--stats",
+            "--conf",
+            "stats_print_opts:f",
+            "--",
+            "/bin/true",
+        ]),
+        "run --stats, stats_print_opts:f",
+    );
+    let text = String::from_utf8_lossy(&full.stderr);
+    assert!(!text.contains("top bins"), "{text}");
+    for want in [
+        "hugealloc: opt.thp: ",
+        "hugealloc: stats.arenas.4096.pactive: ",
+        "hugealloc: stats.arenas.4096.bins.<j>: ",
+    ] {
+        assert!(text.contains(want), "{want} missing from\n{text}");
+    }
+    assert!(!text.contains("invalid"), "f is a known letter: {text}");
+}
+
+#[test]
 fn run_sets_the_environment_and_keeps_the_exit_status() {
     let out = run_ok(
         launcher()
