@@ -143,6 +143,28 @@ const REDZONE_BYTE: u8 = 0xfe;
 /// jemalloc's junk bytes: new blocks, freed blocks.
 pub const JUNK_ALLOC: u8 = 0xa5;
 pub const JUNK_FREE: u8 = 0x5a;
+/// Small blocks are junk-filled whole; larger ones only this many bytes at each end. Filling
+/// a whole large or huge block faults in every page of it, where programs often touch only the
+/// start of a big buffer: `sort` of a 10 MB file reached 789 MB of peak RSS under `junk:true`
+/// against 111 MB without (its buffer is sized for far more than the file).
+pub const JUNK_EDGE: usize = 4096;
+
+/// Fills `len` bytes at `p` with `byte`: all of a small block, the first and last
+/// `JUNK_EDGE` bytes of a larger one.
+///
+/// # Safety
+/// `p` is valid for writes of `len` bytes.
+unsafe fn junk(p: *mut u8, len: usize, byte: u8, small: bool) {
+    // SAFETY: both ranges lie inside the caller's `len` bytes.
+    unsafe {
+        if small || len <= 2 * JUNK_EDGE {
+            ptr::write_bytes(p, byte, len);
+        } else {
+            ptr::write_bytes(p, byte, JUNK_EDGE);
+            ptr::write_bytes(p.add(len - JUNK_EDGE), byte, JUNK_EDGE);
+        }
+    }
+}
 
 #[cold]
 #[inline(never)]
@@ -177,7 +199,7 @@ fn alloc_arena_debug(
     }
     if !zero && debug & (diag::DEBUG_JUNK | diag::DEBUG_FULL) != 0 {
         // SAFETY: p is a live block of at least `size` bytes.
-        unsafe { ptr::write_bytes(p, JUNK_ALLOC, size) };
+        unsafe { junk(p, size, JUNK_ALLOC, is_small(class)) };
     }
     p
 }
@@ -237,8 +259,9 @@ fn free_debug(owner: &Owner, p: *mut u8, debug: u8) {
     }
     let usable = usable_of(p, owner);
     if debug & (diag::DEBUG_JUNK | diag::DEBUG_FULL) != 0 {
+        let small = matches!(owner, Owner::Small { .. });
         // SAFETY: p is a live block of at least `usable` bytes, being freed.
-        unsafe { ptr::write_bytes(p, JUNK_FREE, usable) };
+        unsafe { junk(p, usable, JUNK_FREE, small) };
     }
 }
 

@@ -8,6 +8,11 @@
 //! list has at least one free object; at most `KEEP_EMPTY` slabs on that list are empty
 //! (`nempty` counts them), so a producer/consumer pair does not map and unmap a slab for
 //! every batch, and an idle bin keeps at most that much memory.
+//!
+//! Under `check:full` each operation checks the slabs it touches, and the whole non-full list
+//! is scanned once per as many operations as the last scan found slabs (at least
+//! `SCAN_EVERY_MIN`): the scans cost O(1) slab checks per operation however long the list
+//! grows, where a scan per operation made a program with a large heap quadratic.
 
 use crate::diag;
 use crate::list;
@@ -17,12 +22,18 @@ use core::ptr::null_mut;
 /// Empty slabs a bin keeps for reuse instead of returning their pages at once.
 pub const KEEP_EMPTY: u32 = 1;
 
+/// Under `check:full`, the fewest operations between two scans of a bin's whole list.
+pub const SCAN_EVERY_MIN: u32 = 64;
+
 /// Per small class: the current slab, the non-full ones and the counters.
 pub struct BinState {
     current: *mut Slab,
     nonfull: *mut Slab,
     /// Empty slabs on the non-full list.
     nempty: u32,
+    /// `check:full`: operations since the last whole scan, and how many to wait for the next.
+    ops_since_scan: u32,
+    scan_every: u32,
     pub stats: BinStats,
 }
 
@@ -52,6 +63,8 @@ impl BinState {
             current: null_mut(),
             nonfull: null_mut(),
             nempty: 0,
+            ops_since_scan: 0,
+            scan_every: SCAN_EVERY_MIN,
             stats: BinStats {
                 nmalloc: 0,
                 nfree: 0,
@@ -65,7 +78,7 @@ impl BinState {
     /// Fills `out` with up to `out.len()` free objects; `new_slab` supplies a fresh slab (or
     /// null when out of memory) whenever no slab has room. Returns how many were taken.
     pub fn fill(&mut self, out: &mut [*mut u8], mut new_slab: impl FnMut() -> *mut Slab) -> usize {
-        self.check();
+        self.check_amortised();
         let mut n = 0;
         while n < out.len() {
             let mut slab = self.current;
@@ -92,6 +105,8 @@ impl BinState {
             }
             // SAFETY: `slab` is live and owned by this bin.
             n += unsafe { (*slab).take(&mut out[n..]) };
+            // SAFETY: as above.
+            unsafe { (*slab).check() };
         }
         self.stats.nmalloc += n as u64;
         self.stats.nfills += 1;
@@ -108,7 +123,7 @@ impl BinState {
         items: &[(*mut u8, *mut Slab)],
         mut release: impl FnMut(*mut Slab),
     ) -> Result<(), (*mut u8, &'static str)> {
-        self.check();
+        self.check_amortised();
         for &(p, slab) in items {
             // SAFETY: the caller names each pointer's live slab of this bin; we hold its lock.
             let s = unsafe { &mut *slab };
@@ -119,6 +134,7 @@ impl BinState {
             if !s.give(i) {
                 return Err((p, "double free of"));
             }
+            s.check();
             self.stats.nfree += 1;
             if slab == self.current {
                 continue;
@@ -177,14 +193,39 @@ impl BinState {
             release(cur);
         }
         self.check();
+        self.ops_since_scan = 0;
     }
 
-    /// Invariant scan (debug and test builds, `check:full`): the listed slabs have room and
-    /// are sound, `nempty` is right.
-    pub fn check(&self) {
+    /// The checks of one operation under `check:full`: the current slab always, the whole list
+    /// when its turn comes (see the module doc). Nothing in normal operation.
+    #[inline]
+    fn check_amortised(&mut self) {
         if !diag::full_checks() {
             return;
         }
+        if !self.current.is_null() {
+            // SAFETY: the current slab is live while the bin lock is held.
+            unsafe { (*self.current).check() };
+        }
+        self.ops_since_scan += 1;
+        if self.ops_since_scan >= self.scan_every {
+            let listed = self.scan();
+            self.ops_since_scan = 0;
+            self.scan_every = listed.max(SCAN_EVERY_MIN);
+        }
+    }
+
+    /// Invariant scan (debug and test builds, `check:full`): the listed slabs have room and
+    /// are sound, `nempty` is right. Walks the whole list: the operations call it at a rate
+    /// (`check_amortised`).
+    pub fn check(&self) {
+        if diag::full_checks() {
+            self.scan();
+        }
+    }
+
+    /// The scan of `check`; returns how many slabs are listed.
+    fn scan(&self) -> u32 {
         let mut empty = 0;
         let mut s = self.nonfull;
         let mut steps = 0;
@@ -213,6 +254,7 @@ impl BinState {
             self.nempty <= KEEP_EMPTY,
             "a bin keeps too many empty slabs",
         );
+        steps
     }
 }
 
@@ -252,6 +294,57 @@ mod tests {
         // SAFETY: fresh box.
         unsafe { (*s).init(addr, class, 0) };
         s
+    }
+
+    #[test]
+    fn full_scans_come_once_per_as_many_operations_as_slabs_listed() {
+        let was_on = diag::full_checks();
+        diag::set_full_checks(true);
+        let class = class_of(1024);
+        let mut bin = BinState::new();
+        let mut made = Vec::new();
+        let mut next_addr = 0x100000;
+        let mut out = std::vec![null_mut(); 20_000];
+        let n = bin.fill(&mut out, || {
+            let s = new_slab(next_addr, class);
+            next_addr += 0x10000;
+            made.push(s);
+            s
+        });
+        assert_eq!(n, out.len());
+        assert!(made.len() > 500, "{} slabs", made.len());
+        let owner = |p: *mut u8| -> *mut Slab {
+            // Test slabs are 64 KiB apart from 0x100000, in the order made.
+            made[(p as usize - 0x100000) / 0x10000]
+        };
+        // One free per slab (the current one aside) lists every slab as non-full; a second
+        // round of one free per slab is as many operations as slabs listed.
+        let mut scans = 0;
+        for round in 0..2 {
+            for &p in out.iter().skip(round) {
+                let slab = owner(p);
+                // SAFETY: test slabs are live.
+                let first = unsafe { (*slab).index_of(p as usize) } == Some(round);
+                if slab == bin.current || !first {
+                    continue;
+                }
+                bin.flush(&[(p, slab)], |_| {}).unwrap();
+                scans += (bin.ops_since_scan == 0) as usize;
+            }
+        }
+        let listed = made.len() - 1;
+        assert_eq!(bin.scan(), listed as u32);
+        // A scan per operation would be about 2 * listed (10,000) scans, one per
+        // SCAN_EVERY_MIN operations 150; the wait doubling with the list, a few per round.
+        assert!(scans <= 32, "{scans} scans for {listed} slabs listed");
+        assert!(bin.scan_every as usize >= listed, "{}", bin.scan_every);
+        if !was_on {
+            diag::set_full_checks(false);
+        }
+        for s in made {
+            // SAFETY: every test slab came from Box::into_raw and is no longer used.
+            drop(unsafe { Box::from_raw(s) });
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub const ARENA_THP_MAX: usize = 64;
 /// The capacity of the `stats_print_opts` buffer.
 pub const STATS_PRINT_OPTS_MAX: usize = 32;
 /// The letters `stats_print_opts` accepts (jemalloc's `malloc_stats_print` options).
-pub const STATS_PRINT_LETTERS: &[u8] = b"Jgmdablxeh";
+pub const STATS_PRINT_LETTERS: &[u8] = b"Jgmdablxehf";
 /// The largest `tcache_max` accepted.
 pub const TCACHE_MAX_LIMIT: usize = 1792 << 10;
 /// The largest size any size option accepts (the largest Rust allocation).

@@ -1,6 +1,90 @@
 //! hugealloc: a general-purpose memory allocator with first-class control of Linux
-//! transparent huge pages. See `docs/architecture.md` for the layers and the paths a pointer
-//! takes; modules are listed here bottom-up, and each uses only modules listed before it.
+//! transparent huge pages (THP).
+//!
+//! Thread caches, size-class bins and arenas of 2 MiB chunks, in the style of jemalloc: blocks
+//! of 4 MiB and more are advised onto 2 MiB huge pages by default, small objects are not, and
+//! each arena can have its own THP policy. The same allocator serves C programs through the
+//! `hugealloc-ffi` package (`libhugealloc.so`, the `hugealloc` launcher).
+//!
+//! # Using it
+//!
+//! | you want | use |
+//! |---|---|
+//! | hugealloc as the program's allocator | [`HugeAlloc`] as `#[global_allocator]` |
+//! | the same, with options compiled in | [`HugeAlloc::with_conf`] (a [`ConfiguredAlloc`]) |
+//! | options without recompiling | `HUGEALLOC_CONF="thp:always,..."` in the environment |
+//! | how much memory the heap holds | [`stats()`] (a [`Stats`]) |
+//! | memory with its own huge page policy | [`Arena::new`] with a [`Thp`] policy |
+//! | a thread's allocations in a given arena | [`thread_set_arena`] |
+//! | free memory back to the kernel now | [`purge`] |
+//! | what the system does with huge pages | [`thp_status`] |
+//! | the size a block really has | [`usable_size`] |
+//! | every other knob and figure, by name | [`ctl`] (jemalloc's `mallctl` names) |
+//!
+//! # The global allocator
+//!
+//! ```
+//! use hugealloc::HugeAlloc;
+//!
+//! #[global_allocator]
+//! static GLOBAL: HugeAlloc = HugeAlloc;
+//!
+//! fn main() {
+//!     let big = vec![0u8; 16 << 20]; // a huge block: whole 2 MiB chunks, advised MADV_HUGEPAGE
+//!     let small: Vec<Box<u64>> = (0..1000).map(Box::new).collect(); // small classes
+//!     let s = hugealloc::stats();
+//!     assert!(s.allocated >= big.len() + small.len() * 8);
+//!     assert!(s.mapped >= s.active && s.active >= big.len());
+//! }
+//! ```
+//!
+//! # Configuration
+//!
+//! Options are `name:value` pairs separated by commas, read at the first allocation from (in
+//! order, later wins) the build's default, a `hugealloc_conf` symbol, `/etc/hugealloc.conf`,
+//! `HUGEALLOC_CONF`, and [`HugeAlloc::with_conf`]. A bad pair gets a one-line warning on stderr
+//! and is ignored. The options in effect can be read back as `opt.<name>` through [`ctl`]; every
+//! option is described in `docs/configuration.md`. The most used: `thp` (the policy of every
+//! arena: `madvise`, `always`, `never`, `default`), `thp_threshold`, `narenas`,
+//! `dirty_decay_ms`, `dirty_max`, `stats_print` (statistics on stderr at exit) and `check`
+//! (`check:full`: redzones, junk filling and invariant checks, for debugging).
+//!
+//! # Statistics and control
+//!
+//! [`stats()`] gives the process-wide byte counts; [`ctl`] reads and writes every figure and
+//! setting by name, as `mallctl` does in C (`stats.arenas.<i>.mapped`, `arena.<i>.thp`,
+//! `arena.<i>.purge`, ...):
+//!
+//! ```
+//! use core::alloc::{GlobalAlloc, Layout};
+//! use hugealloc::{ctl, CtlValue, HugeAlloc};
+//!
+//! // hugealloc need not be the global allocator: it can be called directly.
+//! let layout = Layout::from_size_align(1 << 20, 64).unwrap();
+//! let before = hugealloc::stats();
+//! // SAFETY: the layout's size is not zero.
+//! let p = unsafe { HugeAlloc.alloc(layout) };
+//! assert!(!p.is_null());
+//! let after = hugealloc::stats();
+//! assert!(after.allocated >= before.allocated + layout.size());
+//! assert_eq!(ctl::read("stats.allocated"), Ok(CtlValue::Size(after.allocated)));
+//! // SAFETY: p is live and was allocated with this layout.
+//! unsafe { HugeAlloc.dealloc(p, layout) };
+//! ```
+//!
+//! # Huge pages
+//!
+//! Each arena has a [`Thp`] policy; the configuration's `thp` sets every arena's at start, and
+//! [`Arena::new`] creates an arena with a policy of its own, through which a program can
+//! allocate ([`Arena`] implements `GlobalAlloc`). [`thp_status`] says whether the system
+//! honours the advice at all (`hugealloc thp` prints the same from the shell).
+//!
+//! # For contributors
+//!
+//! `docs/architecture.md` in the repository describes the layers and the paths a pointer
+//! takes. The modules below are listed bottom-up; each uses only modules listed before it. The
+//! internal modules are public for the workspace's tests and benches only: they are not part
+//! of the API.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -98,15 +182,46 @@ mod api {
         crate::stats::stats()
     }
 
-    /// The allocator, usable as `#[global_allocator] static GLOBAL: HugeAlloc = HugeAlloc;` or
-    /// called directly.
+    /// The allocator: the program's global allocator, or called directly through
+    /// `GlobalAlloc`. Options come from the environment (`HUGEALLOC_CONF`) and the other
+    /// sources of the crate guide; [`HugeAlloc::with_conf`] compiles some in.
+    ///
+    /// ```
+    /// use hugealloc::HugeAlloc;
+    ///
+    /// #[global_allocator]
+    /// static GLOBAL: HugeAlloc = HugeAlloc;
+    ///
+    /// fn main() {
+    ///     let s = String::from("served by hugealloc");
+    ///     // SAFETY: the string's buffer is a live block from the global allocator.
+    ///     let usable = unsafe { hugealloc::usable_size(s.as_ptr()) };
+    ///     assert!(usable >= s.len());
+    /// }
+    /// ```
     #[derive(Clone, Copy, Debug, Default)]
     pub struct HugeAlloc;
 
     impl HugeAlloc {
-        /// The allocator with a configuration string applied at start, after every other source
-        /// (`HUGEALLOC_CONF` included): `static GLOBAL: HugeAlloc = HugeAlloc::with_conf("thp:always");`
-        /// takes effect at the first allocation.
+        /// The allocator with a configuration string compiled in, as a [`ConfiguredAlloc`]
+        /// (the type of the `#[global_allocator]` static). The string is applied at the first
+        /// allocation, after every other source (`HUGEALLOC_CONF` included), so its options win;
+        /// a bad pair gets a one-line warning on stderr and is ignored.
+        ///
+        /// ```
+        /// use hugealloc::{ConfiguredAlloc, HugeAlloc};
+        ///
+        /// #[global_allocator]
+        /// static GLOBAL: ConfiguredAlloc = HugeAlloc::with_conf("thp:never,narenas:2");
+        ///
+        /// fn main() {
+        ///     let v = vec![1u32; 1000];
+        ///     assert_eq!(v.iter().sum::<u32>(), 1000);
+        ///     // The compiled-in options are in effect.
+        ///     let thp = hugealloc::ctl::read("opt.thp");
+        ///     assert_eq!(thp, Ok(hugealloc::CtlValue::Str(c"never")));
+        /// }
+        /// ```
         pub const fn with_conf(conf: &'static str) -> ConfiguredAlloc {
             ConfiguredAlloc { conf }
         }
@@ -180,6 +295,20 @@ mod api {
 
     /// The system's transparent huge page settings: `enabled` (as read at init), `defrag` and
     /// whether hugealloc's `MADV_HUGEPAGE` advice has any effect here.
+    ///
+    /// ```
+    /// use hugealloc::SystemMode;
+    ///
+    /// let st = hugealloc::thp_status();
+    /// // Advice works where the system setting is `always` or `madvise`.
+    /// assert_eq!(
+    ///     st.advice_effective,
+    ///     matches!(st.enabled, SystemMode::Always | SystemMode::Madvise)
+    /// );
+    /// if !st.advice_effective {
+    ///     eprintln!("no huge pages here: {:?} (see `hugealloc thp`)", st.enabled);
+    /// }
+    /// ```
     pub fn thp_status() -> ThpStatus {
         crate::init::ensure_init();
         let enabled = crate::arena::system_mode();
@@ -196,7 +325,23 @@ mod api {
         }
     }
 
-    /// The usable size of a live block from hugealloc (at least the size asked for).
+    /// The usable size of a live block from hugealloc (at least the size asked for: the size
+    /// of its class, which the program may use whole).
+    ///
+    /// ```
+    /// use core::alloc::{GlobalAlloc, Layout};
+    /// use hugealloc::HugeAlloc;
+    ///
+    /// let layout = Layout::from_size_align(100, 8).unwrap();
+    /// // SAFETY: the size is not zero.
+    /// let p = unsafe { HugeAlloc.alloc(layout) };
+    /// assert!(!p.is_null());
+    /// // SAFETY: p is a live block from hugealloc.
+    /// let n = unsafe { hugealloc::usable_size(p) };
+    /// assert!(n >= 100 && n < 200);
+    /// // SAFETY: p is live and was allocated with this layout.
+    /// unsafe { HugeAlloc.dealloc(p, layout) };
+    /// ```
     ///
     /// # Safety
     /// `ptr` is a live block from this allocator.
@@ -205,20 +350,77 @@ mod api {
         unsafe { alloc::usable_size(ptr) }
     }
 
-    /// Moves the calling thread to arena `i`; false if there is no such arena.
+    /// Moves the calling thread to arena `i`: its later allocations (through [`HugeAlloc`],
+    /// the thread cache included, which is flushed first) come from that arena. False if there
+    /// is no such arena. Arena indices are those of [`Arena::index`] and of `arena.<i>.*` in
+    /// [`ctl`](crate::ctl).
+    ///
+    /// ```
+    /// use hugealloc::{Arena, Thp};
+    ///
+    /// let a = Arena::new(Thp::Never).expect("an arena");
+    /// assert!(hugealloc::thread_set_arena(a.index()));
+    /// assert_eq!(
+    ///     hugealloc::ctl::read("thread.arena"),
+    ///     Ok(hugealloc::CtlValue::Unsigned(a.index() as u32))
+    /// );
+    /// assert!(!hugealloc::thread_set_arena(usize::MAX));
+    /// ```
     pub fn thread_set_arena(i: usize) -> bool {
         crate::init::ensure_init();
         thread::set_thread_arena(i)
     }
 
-    /// Returns every dirty free chunk of every arena to the kernel; returns the bytes purged.
+    /// Returns the free memory every arena keeps dirty for reuse to the kernel now, after
+    /// flushing the calling thread's cache, instead of waiting for decay
+    /// (`dirty_decay_ms`); returns the bytes purged. Resident memory drops; the address
+    /// space stays reserved (`retained`) for later use.
+    ///
+    /// ```
+    /// use core::alloc::{GlobalAlloc, Layout};
+    /// use hugealloc::HugeAlloc;
+    ///
+    /// let layout = Layout::from_size_align(8 << 20, 4096).unwrap();
+    /// // SAFETY: the size is not zero.
+    /// let p = unsafe { HugeAlloc.alloc(layout) };
+    /// assert!(!p.is_null());
+    /// // SAFETY: p holds 8 MiB.
+    /// unsafe { p.write_bytes(1, 8 << 20) };
+    /// // SAFETY: p is live and was allocated with this layout.
+    /// unsafe { HugeAlloc.dealloc(p, layout) };
+    /// assert!(hugealloc::stats().dirty > 0); // kept for reuse
+    /// assert!(hugealloc::purge() >= 8 << 20);
+    /// assert_eq!(hugealloc::stats().dirty, 0);
+    /// ```
     pub fn purge() -> usize {
         crate::ctl::purge_all()
     }
 
     /// A handle on an arena of its own, created at run time with a THP policy. Allocating through
     /// it (it implements `GlobalAlloc`) takes memory from that arena only, bypassing the thread
-    /// cache; blocks may be freed through any hugealloc entry point.
+    /// cache; blocks may be freed through any hugealloc entry point. Use one to keep, say, a
+    /// large table on huge pages (`Thp::Always`) while the rest of the program's memory
+    /// follows the default, or the other way round (`Thp::Never`).
+    ///
+    /// ```
+    /// use core::alloc::{GlobalAlloc, Layout};
+    /// use hugealloc::{Arena, Thp};
+    ///
+    /// let table = Arena::new(Thp::Always).expect("an arena");
+    /// assert_eq!(table.thp(), Thp::Always);
+    /// let layout = Layout::from_size_align(8 << 20, 2 << 20).unwrap();
+    /// // SAFETY: the size is not zero.
+    /// let p = unsafe { table.alloc(layout) };
+    /// assert!(!p.is_null());
+    /// // SAFETY: p holds 8 MiB.
+    /// unsafe { p.write_bytes(0, 8 << 20) };
+    /// let mapped = hugealloc::ctl::read(&format!("stats.arenas.{}.mapped", table.index()));
+    /// assert!(matches!(mapped, Ok(hugealloc::CtlValue::Size(n)) if n >= 8 << 20));
+    /// // Huge-backed where the system allows it (see `thp_status`); never more than mapped.
+    /// assert!(table.huge_backed_bytes() <= 16 << 20);
+    /// // SAFETY: p is live and was allocated with this layout.
+    /// unsafe { table.dealloc(p, layout) };
+    /// ```
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct Arena {
         index: usize,
@@ -226,24 +428,33 @@ mod api {
 
     impl Arena {
         /// Creates an arena with `policy`; `None` when the arena table is full or memory short.
+        /// Arenas live as long as the process.
         pub fn new(policy: Thp) -> Option<Arena> {
             crate::init::ensure_init();
             crate::registry::arena_create(policy).map(|index| Arena { index })
         }
 
-        /// The handle of existing arena `index`.
+        /// The handle of existing arena `index` (0 is the first automatic arena).
+        ///
+        /// ```
+        /// let a0 = hugealloc::Arena::from_index(0).expect("arena 0 always exists");
+        /// assert_eq!(a0.index(), 0);
+        /// assert_eq!(hugealloc::Arena::from_index(usize::MAX), None);
+        /// ```
         pub fn from_index(index: usize) -> Option<Arena> {
             crate::init::ensure_init();
             crate::registry::arena_get(index).map(|_| Arena { index })
         }
 
-        /// The arena's index (as in `arena.<i>.*` control names and `MALLOCX_ARENA`).
-        /// Bytes of this arena's chunks backed by huge pages now (`AnonHugePages` read from
-        /// `/proc/self/smaps`; see `arena::huge_backed_bytes`).
+        /// Bytes of this arena's chunks backed by huge pages now: `AnonHugePages` read from
+        /// `/proc/self/smaps`, so it costs a read of that file (see the example of
+        /// [`Arena`]).
         pub fn huge_backed_bytes(&self) -> u64 {
             crate::arena::huge_backed_bytes(self.index as u32)
         }
 
+        /// The arena's index, as in `arena.<i>.*` and `stats.arenas.<i>.*` control names, in
+        /// [`thread_set_arena`] and in C's `MALLOCX_ARENA(i)`.
         pub fn index(&self) -> usize {
             self.index
         }
@@ -253,7 +464,16 @@ mod api {
             crate::registry::arena(self.index).thp()
         }
 
-        /// Changes the policy; chunks put to use afterwards get the new advice.
+        /// Changes the policy; chunks put to use afterwards get the new advice (chunks in use
+        /// keep theirs).
+        ///
+        /// ```
+        /// use hugealloc::{Arena, Thp};
+        ///
+        /// let a = Arena::new(Thp::Madvise).expect("an arena");
+        /// a.set_thp(Thp::Never);
+        /// assert_eq!(a.thp(), Thp::Never);
+        /// ```
         pub fn set_thp(&self, policy: Thp) {
             crate::registry::arena(self.index).set_thp(policy)
         }
@@ -295,3 +515,14 @@ mod api {
         }
     }
 }
+
+// The Rust examples of the README and of docs/*.md, compiled and run by `cargo test --doc` so
+// that none of them can go stale (a ```rust block there is a doctest; blocks in other languages
+// carry their language and are skipped).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/configuration.md")]
+pub struct ConfigurationDoctests;

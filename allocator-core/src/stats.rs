@@ -316,7 +316,14 @@ impl Stats {
     }
 }
 
-/// Gathers the process-wide figures (of the arenas that exist: callers run the init first).
+/// Gathers the process-wide figures (each field's meaning is on [`Stats`]; all are bytes; of the arenas
+/// that exist: callers run the init first).
+///
+/// ```
+/// let s = hugealloc::stats();
+/// assert!(s.resident >= s.active && s.mapped >= s.metadata);
+/// println!("allocated {} B, resident {} B, mapped {} B", s.allocated, s.resident, s.mapped);
+/// ```
 pub fn stats() -> Stats {
     let merged = arena_report(ARENAS_ALL).unwrap_or(ArenaReport::EMPTY);
     Stats::from_merged(&merged.figures)
@@ -329,7 +336,9 @@ pub fn stats() -> Stats {
 /// (version, options, process-wide figures), `m` the figures merged over arenas, `a` each
 /// arena's, `b` the bins (small size classes), `l` the large and huge figures, `x` lock
 /// contention, `h` THP advice. `d` (destroyed arenas) and `e` (extents) are accepted and change
-/// nothing: hugealloc destroys no arena and prints no extent figures. Other bytes are ignored.
+/// nothing: hugealloc destroys no arena and prints no extent figures. `f` (full) leaves
+/// nothing out: at exit it asks for this dump instead of the summary ([`print_summary`]).
+/// Other bytes are ignored.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct PrintOpts {
     pub json: bool,
@@ -715,10 +724,147 @@ pub fn print_lines(opts: PrintOpts, options: &Options, out: &mut dyn FnMut(&[u8]
     lines.flush();
 }
 
+// ---- the summary at exit -----------------------------------------------------------------
+
+/// How many bins the summary lists.
+const SUMMARY_BINS: usize = 5;
+
+/// `bytes` as `34.1 MiB` (one decimal, binary units), right-aligned in 10 columns.
+fn human(out: &mut Out, bytes: u64) {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 0;
+    let mut scaled = bytes;
+    while scaled >= 1024 * 1024 && unit + 2 < UNITS.len() {
+        scaled /= 1024;
+        unit += 1;
+    }
+    // `scaled` < 1 MiB of the current unit: print it in the next unit with one decimal.
+    let (whole, tenths, name) = if scaled < 1024 {
+        (scaled, None, UNITS[unit])
+    } else {
+        let tenths = (scaled * 10 + 512) / 1024;
+        (tenths / 10, Some(tenths % 10), UNITS[unit + 1])
+    };
+    let mut tmp = [0u8; 20];
+    let digits = crate::diag::dec_digits(whole, &mut tmp).len();
+    let len = digits + if tenths.is_some() { 2 } else { 0 } + 1 + name.len();
+    for _ in len..10 {
+        out.s(" ");
+    }
+    out.dec(whole);
+    if let Some(t) = tenths {
+        out.s(".");
+        out.dec(t);
+    }
+    out.s(" ");
+    out.s(name);
+}
+
+/// The short statistics printed at exit by default: the process-wide bytes that say how much
+/// memory the program uses and where it went, bytes on huge pages, and the small size classes
+/// holding the most bytes. Every line starts `hugealloc: `; a figure's line starts with its
+/// `ctl` name (`hugealloc: stats.allocated: `). `docs/stats.md` explains each line.
+pub fn print_summary(out: &mut dyn FnMut(&[u8])) {
+    let out = &mut Out { f: out };
+    let merged = arena_report(ARENAS_ALL).unwrap_or(ArenaReport::EMPTY);
+    let s = Stats::from_merged(&merged.figures);
+    out.s("hugealloc: statistics of process ");
+    out.dec(u64::from(crate::os::pid()));
+    out.s(" at exit (every figure: stats_print_opts:f; meanings: docs/stats.md)\n");
+    let huge_backed: u64 = (0..crate::registry::narenas())
+        .filter(|&i| in_use(&ArenaReport::of(crate::registry::arena(i))))
+        .map(|i| crate::arena::huge_backed_bytes(i as u32))
+        .sum();
+    let rows: [(&str, u64, &str); 8] = [
+        (
+            "stats.allocated",
+            s.allocated as u64,
+            "in blocks the program holds",
+        ),
+        (
+            "stats.active",
+            s.active as u64,
+            "in pages holding those blocks",
+        ),
+        (
+            "stats.dirty",
+            s.dirty as u64,
+            "freed pages kept in RAM for reuse",
+        ),
+        (
+            "stats.resident",
+            s.resident as u64,
+            "likely in RAM: active + dirty + metadata",
+        ),
+        (
+            "stats.mapped",
+            s.mapped as u64,
+            "mapped by hugealloc (chunks + metadata)",
+        ),
+        (
+            "stats.retained",
+            s.retained as u64,
+            "address space kept, not in RAM",
+        ),
+        (
+            "stats.metadata",
+            s.metadata as u64,
+            "hugealloc's own structures",
+        ),
+        (
+            "huge_backed",
+            huge_backed,
+            "on 2 MiB huge pages now (AnonHugePages)",
+        ),
+    ];
+    for (name, bytes, meaning) in rows {
+        out.s("hugealloc: ");
+        out.s(name);
+        out.s(": ");
+        for _ in name.len()..16 {
+            out.s(" ");
+        }
+        out.dec_padded(bytes, 13);
+        out.s(" ");
+        human(out, bytes);
+        out.s("  ");
+        out.s(meaning);
+        out.s("\n");
+    }
+    // The bins holding the most bytes now, by repeated selection (no allocation, 5 passes).
+    let held = |j: usize| merged.bins[j].curregs * merged.bins[j].size;
+    let mut shown = [usize::MAX; SUMMARY_BINS];
+    for k in 0..SUMMARY_BINS {
+        let best = (0..NSMALL)
+            .filter(|j| !shown.contains(j) && merged.bins[*j].nmalloc > 0)
+            .max_by_key(|&j| (held(j), merged.bins[j].nmalloc));
+        let Some(j) = best else { break };
+        shown[k] = j;
+        if k == 0 {
+            out.s("hugealloc: top bins:     size    blocks out     bytes out     slabs       nmalloc\n");
+        }
+        let b = &merged.bins[j];
+        out.s("hugealloc: bins.");
+        out.dec(j as u64);
+        for _ in if j < 10 { 1 } else { 2 }..3 {
+            out.s(" ");
+        }
+        out.dec_padded(b.size, 10);
+        out.dec_padded(b.curregs, 14);
+        out.dec_padded(held(j), 14);
+        out.dec_padded(b.curslabs, 10);
+        out.dec_padded(b.nmalloc, 14);
+        out.s("\n");
+    }
+}
+
 /// The descriptor stats are printed to at exit.
 static STATS_FD: crate::sync::AtomicI32 = crate::sync::AtomicI32::new(2);
 
-/// Hooks printing at exit when `stats_print:true`, with the parts `stats_print_opts` selects.
+/// Hooks printing at exit when `stats_print:true`: the summary ([`print_summary`]), or where
+/// `stats_print_opts` has letters, the dump ([`print`]) with the parts they select (`f`: all).
+/// Every process that loads the library and has `stats_print:true` prints its own (each has
+/// its own heap); the summary's first line names the process.
 pub fn at_init(opts: &Options) {
     if opts.stats_print {
         // Programs (coreutils among them) close stderr in their own exit handlers, which run
@@ -728,8 +874,17 @@ pub fn at_init(opts: &Options) {
             // Relaxed: written once at init, before this handler can run.
             let fd = STATS_FD.load(Ordering::Relaxed);
             let options = crate::config::options();
-            let opts = PrintOpts::parse(options.stats_print_opts());
-            print_lines(opts, options, &mut |line| crate::os::write_fd(fd, line));
+            let letters = options.stats_print_opts();
+            if letters.is_empty() {
+                let mut write = |line: &[u8]| crate::os::write_fd(fd, line);
+                let mut lines = LineBuf::new(&mut write);
+                print_summary(&mut |b| lines.push(b));
+                lines.flush();
+            } else {
+                print_lines(PrintOpts::parse(letters), options, &mut |line| {
+                    crate::os::write_fd(fd, line)
+                });
+            }
         }
         // atexit may allocate, which the init allows.
         if !crate::os::at_exit(print_at_exit) {

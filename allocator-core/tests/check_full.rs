@@ -3,6 +3,8 @@
 //! a child process (this binary re-executed with `HUGEALLOC_CHECK_CASE=<case>` and the
 //! configuration in `HUGEALLOC_CONF`, which the first allocation reads).
 
+mod common;
+
 use hugealloc::alloc;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
@@ -72,6 +74,26 @@ fn case(name: &str) {
             assert!((0..64).all(|i| byte(z, i) == 0));
             // SAFETY: z is live.
             unsafe { alloc::free(z) };
+        }
+        "big_junk" => {
+            // junk:true fills small blocks whole but only the ends of big ones, so the pages
+            // a program never touches stay unmapped (the RSS of `sort` grew 7x before).
+            const LEN: usize = 256 << 20;
+            let before = common::rss_bytes();
+            let big = alloc::malloc(LEN);
+            assert_eq!(byte(big, 0), alloc::JUNK_ALLOC);
+            assert_eq!(byte(big, LEN - 1), alloc::JUNK_ALLOC);
+            // SAFETY: big is live and freed once.
+            unsafe { alloc::free(big) };
+            let grown = common::rss_bytes().saturating_sub(before);
+            assert!(
+                grown < LEN / 4,
+                "RSS grew by {grown} bytes for one {LEN}-byte block"
+            );
+            let small = alloc::malloc(3000);
+            assert!((0..3000).all(|i| byte(small, i) == alloc::JUNK_ALLOC));
+            // SAFETY: small is live and freed once.
+            unsafe { alloc::free(small) };
         }
         "zero" => {
             // zero:true: memory comes back zeroed even when reused dirty.
@@ -165,6 +187,12 @@ fn corrupted_slab_is_caught_by_the_invariant_scan() {
 fn full_checks_fill_new_and_freed_blocks() {
     expect_success("fills", "check:full");
     expect_success("fills", "junk:true,check:full");
+}
+
+#[test]
+fn junk_fills_only_the_ends_of_big_blocks() {
+    expect_success("big_junk", "junk:true");
+    expect_success("big_junk", "check:full");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The `hugealloc` launcher: `run` (preload, configuration, stats, exit status), `thp`,
-//! `lib`, `pkg-config` (rendered and used to build a program), `version`, `--help`.
+//! `lib`, `pkg-config` (rendered and used to build a program), `install` (into a temporary
+//! prefix, then a program built with its pkg-config file runs), `version`, `--help`.
 
 mod common;
 
@@ -36,6 +37,58 @@ fn run_with_stats_prints_them() {
             "{text}"
         );
     }
+}
+
+#[test]
+fn stats_at_exit_are_a_short_summary_and_the_full_dump_is_an_option() {
+    let summary = run_ok(
+        launcher().args(["run", "--stats", "--", "sh", "-c", "echo x | sort"]),
+        "run --stats",
+    );
+    let text = String::from_utf8_lossy(&summary.stderr);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("hugealloc: "))
+        .collect();
+    // One summary per process (sh, and sort where sh does not exec it), each short.
+    let headers = lines.iter().filter(|l| l.contains("at exit")).count();
+    assert!(
+        (1..=2).contains(&headers) && lines.len() <= 20 * headers,
+        "{text}"
+    );
+    for want in [
+        "hugealloc: statistics of process ",
+        "hugealloc: huge_backed: ",
+        "hugealloc: top bins: ",
+        "hugealloc: bins.",
+        " MiB ",
+    ] {
+        assert!(text.contains(want), "{want} missing from\n{text}");
+    }
+    assert!(!text.contains("stats.arenas."), "the full dump: {text}");
+
+    // stats_print_opts:f: the jemalloc-style dump with every part.
+    let full = run_ok(
+        launcher().args([
+            "run",
+            "--stats",
+            "--conf",
+            "stats_print_opts:f",
+            "--",
+            "/bin/true",
+        ]),
+        "run --stats, stats_print_opts:f",
+    );
+    let text = String::from_utf8_lossy(&full.stderr);
+    assert!(!text.contains("top bins"), "{text}");
+    for want in [
+        "hugealloc: opt.thp: ",
+        "hugealloc: stats.arenas.4096.pactive: ",
+        "hugealloc: stats.arenas.4096.bins.<j>: ",
+    ] {
+        assert!(text.contains(want), "{want} missing from\n{text}");
+    }
+    assert!(!text.contains("invalid"), "f is a known letter: {text}");
 }
 
 #[test]
@@ -130,8 +183,9 @@ fn version_help_and_lib() {
     let out = run_ok(launcher().arg("--help"), "--help");
     let help = String::from_utf8_lossy(&out.stdout);
     for word in [
-        "USAGE",
+        "SYNOPSIS",
         "hugealloc run",
+        "hugealloc install",
         "hugealloc thp",
         "--stats",
         "--conf",
@@ -175,7 +229,6 @@ fn pkg_config_file_builds_a_program() {
         "#include <stdio.h>\n#include <hugealloc.h>\nint main(void) { const char *v = 0; size_t n = sizeof v;\n  if (mallctl(\"version\", &v, &n, 0, 0)) return 1; printf(\"%s\\n\", v); return 0; }\n",
     )
     .unwrap();
-    let b = build();
     let exe = dir.join("prog");
     run_ok(
         Command::new("gcc")
@@ -183,11 +236,11 @@ fn pkg_config_file_builds_a_program() {
             .arg(&src)
             .arg("-o")
             .arg(&exe)
-            .args(&libs)
-            .arg(format!("-Wl,-rpath,{}", b.profile_dir.display())),
+            .args(&libs),
         "gcc with pkg-config --libs",
     );
-    let out = run_ok(&mut Command::new(&exe), "prog");
+    // The rpath pkg-config gave finds the library (timed runs without LD_LIBRARY_PATH).
+    let out = run_ok(&mut timed(60, &exe), "prog");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         env!("CARGO_PKG_VERSION")
@@ -229,4 +282,108 @@ fn pkg_config_file_builds_a_program() {
         "{pc}"
     );
     assert!(!pc.contains('@'), "{pc}");
+}
+
+/// A C program that prints hugealloc's version through `mallctl` (only hugealloc has it).
+const VERSION_PROG: &str = "#include <stdio.h>\n#include <stdlib.h>\n#include <hugealloc.h>\n\
+int main(void) { const char *v = 0; size_t n = sizeof v; void *p = malloc(100);\n\
+  if (mallctl(\"version\", &v, &n, 0, 0)) return 1; printf(\"%s\\n\", v); free(p); return 0; }\n";
+
+#[test]
+fn install_into_a_prefix_then_pkg_config_builds_a_program_that_runs() {
+    let pkg_config = require("pkg-config", "pkg-config");
+    let dir = scratch("install");
+    let prefix = dir.join("prefix");
+    let out = run_ok(
+        launcher().args(["install", "--prefix"]).arg(&prefix),
+        "install",
+    );
+    let listed = String::from_utf8_lossy(&out.stdout);
+    for f in [
+        "lib/libhugealloc.so",
+        "lib/libhugealloc.a",
+        "include/hugealloc.h",
+        "lib/pkgconfig/hugealloc.pc",
+        "bin/hugealloc",
+        "share/man/man1/hugealloc.1",
+    ] {
+        assert!(prefix.join(f).is_file(), "{f} not installed");
+        assert!(
+            listed.contains(&prefix.join(f).display().to_string()),
+            "{listed}"
+        );
+    }
+    let man = std::fs::read_to_string(prefix.join("share/man/man1/hugealloc.1")).unwrap();
+    assert!(
+        man.starts_with(".TH HUGEALLOC 1") && man.contains(".SH SYNOPSIS"),
+        "{man}"
+    );
+
+    // Build as a user would: nothing from the source tree or the build folder.
+    let flags = |args: &[&str]| -> Vec<String> {
+        let out = run_ok(
+            Command::new(&pkg_config)
+                .args(args)
+                .arg("hugealloc")
+                .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")),
+            "pkg-config query",
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let src = dir.join("prog.c");
+    std::fs::write(&src, VERSION_PROG).unwrap();
+    let exe = dir.join("prog");
+    run_ok(
+        Command::new("gcc")
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .args(flags(&["--cflags", "--libs"])),
+        "gcc with the installed pkg-config file",
+    );
+    // No LD_LIBRARY_PATH: the installed library is found by the rpath alone.
+    let out = run_ok(&mut timed(60, &exe), "installed prog");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        env!("CARGO_PKG_VERSION")
+    );
+    let maps = run_ok(
+        timed(60, "sh")
+            .arg("-c")
+            .arg(format!("LD_TRACE_LOADED_OBJECTS=1 {}", exe.display())),
+        "ldd",
+    );
+    let installed_so = prefix.join("lib/libhugealloc.so");
+    assert!(
+        String::from_utf8_lossy(&maps.stdout).contains(&installed_so.display().to_string()),
+        "{}",
+        String::from_utf8_lossy(&maps.stdout)
+    );
+
+    // The installed launcher preloads the installed library.
+    let installed = || {
+        let mut c = Command::new(prefix.join("bin/hugealloc"));
+        c.env_remove("HUGEALLOC_CONF")
+            .env_remove("HUGEALLOC_LIB")
+            .env_remove("LD_PRELOAD");
+        c
+    };
+    let out = run_ok(installed().arg("lib"), "installed lib");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        installed_so.canonicalize().unwrap().display().to_string()
+    );
+    let out = run_ok(
+        installed().args(["run", "--stats", "--", "true"]),
+        "installed run",
+    );
+    assert!(printed_stats(&out.stderr), "{}", tail(&out.stderr));
+
+    // Without --prefix: an error, nothing installed.
+    let out = launcher().arg("install").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--prefix"));
 }

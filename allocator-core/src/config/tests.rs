@@ -162,7 +162,7 @@ fn ranges_read_well() {
     assert_eq!(r("dirty_decay_ms"), "-1..=i64::MAX");
     assert_eq!(r("thp"), "always|madvise|never|default");
     assert_eq!(r("tcache"), "true|false");
-    assert_eq!(r("stats_print_opts"), "at most 32 of Jgmdablxeh");
+    assert_eq!(r("stats_print_opts"), "at most 32 of Jgmdablxehf");
     assert_eq!(
         range_text(&OPTION_TABLE[ARENA_ROW].kind),
         "always|madvise|never|default|inherit"
@@ -549,7 +549,7 @@ fn warning_texts() {
             "stats_print_opts:Jq",
             Source::Env,
             "hugealloc: HUGEALLOC_CONF: bad pair \"stats_print_opts:Jq\" \
-             (invalid value; expected at most 32 of Jgmdablxeh)\n",
+             (invalid value; expected at most 32 of Jgmdablxehf)\n",
         ),
     ];
     for (conf, source, want) in cases {

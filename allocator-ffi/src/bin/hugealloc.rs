@@ -1,5 +1,6 @@
 //! `hugealloc`: runs a program with `libhugealloc.so` preloaded (jemalloc's `jemalloc.sh`),
-//! reports what the system does with transparent huge pages, and prints a pkg-config file.
+//! reports what the system does with transparent huge pages, prints a pkg-config file, and
+//! installs the library, header, pkg-config file, manual page and itself under a prefix.
 //!
 //! An ordinary std program on glibc's allocator: it does not link the library it preloads.
 //! The library is found by `--lib`, then `$HUGEALLOC_LIB`, then next to this executable
@@ -14,29 +15,51 @@ use std::process::{Command, ExitCode};
 const LIB_NAME: &str = "libhugealloc.so";
 const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage";
 const PC_TEMPLATE: &str = include_str!("../../hugealloc.pc.in");
+/// Installed by `install`, so an installation needs nothing from the source tree.
+const HEADER: &str = include_str!("../../include/hugealloc.h");
 
 const HELP: &str = "\
-hugealloc: run programs under the hugealloc memory allocator
+NAME
+    hugealloc - run programs under the hugealloc memory allocator, and install it
 
-USAGE:
+SYNOPSIS
     hugealloc run [--conf STR] [--stats] [--lib PATH] [--] CMD [ARGS...]
-        Runs CMD with LD_PRELOAD=libhugealloc.so (ahead of any LD_PRELOAD already set),
-        HUGEALLOC_CONF=STR (default: the environment's), and with --stats the statistics
-        printed on stderr at exit (stats_print:true). Exits with CMD's status. Child
-        processes of CMD inherit both variables.
     hugealloc thp
-        Prints the system's transparent huge page settings, whether an 8 MiB test
-        allocation advised MADV_HUGEPAGE really gets huge pages, and what to change.
     hugealloc lib [--lib PATH]
-        Prints the path of the library `run` would preload.
     hugealloc pkg-config [--prefix DIR] [--lib PATH]
-        Prints a hugealloc.pc: for the library found (and this source tree's headers), or
-        for an installation under DIR (DIR/lib, DIR/include).
-    hugealloc version
-    hugealloc --help
+    hugealloc install --prefix DIR [--lib PATH]
+    hugealloc version | --help
 
-The library is looked for in --lib PATH, $HUGEALLOC_LIB, next to this program, then in
-../lib from it. Build it with: cargo build --release -p hugealloc-ffi
+COMMANDS
+    run     Runs CMD with LD_PRELOAD=libhugealloc.so (ahead of any LD_PRELOAD already set),
+            HUGEALLOC_CONF=STR (default: the environment's), and with --stats the statistics
+            printed on stderr at exit (stats_print:true). Exits with CMD's status. Child
+            processes of CMD inherit both variables.
+    thp     Prints the system's transparent huge page settings, whether an 8 MiB test
+            allocation advised MADV_HUGEPAGE really gets huge pages, and what to change.
+    lib     Prints the path of the library `run` would preload.
+    pkg-config
+            Prints a hugealloc.pc: for the library found (and this source tree's headers), or
+            for an installation under DIR (DIR/lib, DIR/include). Its Libs carry an rpath to
+            the library folder, so programs linked with it run without LD_LIBRARY_PATH.
+    install Copies libhugealloc.so and libhugealloc.a to DIR/lib, hugealloc.h to
+            DIR/include, hugealloc.pc to DIR/lib/pkgconfig, this launcher to DIR/bin and its
+            manual page to DIR/share/man/man1. Then:
+                PKG_CONFIG_PATH=DIR/lib/pkgconfig cc prog.c $(pkg-config --cflags --libs hugealloc)
+            builds a program that runs on hugealloc, and DIR/bin/hugealloc run -- CMD preloads
+            the installed library.
+
+ENVIRONMENT
+    HUGEALLOC_CONF  the allocator's options, name:value pairs separated by commas
+                    (thp:always, dirty_decay_ms:1000, stats_print:true, ...)
+    HUGEALLOC_LIB   the library to preload when --lib is not given
+
+FILES
+    The library is looked for in --lib PATH, $HUGEALLOC_LIB, next to this program, then in
+    ../lib from it. Build it with: cargo build --release -p hugealloc-ffi
+
+SEE ALSO
+    README.md, docs/c-api.md, docs/configuration.md, docs/stats.md in the source tree
 ";
 
 fn main() -> ExitCode {
@@ -51,6 +74,7 @@ fn main() -> ExitCode {
         "thp" => thp(),
         "lib" => lib_cmd(rest),
         "pkg-config" => pkg_config(rest),
+        "install" => install(rest),
         "version" | "--version" | "-V" => {
             println!("hugealloc {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)
@@ -213,33 +237,131 @@ fn lib_cmd(args: &[OsString]) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Renders `hugealloc.pc.in`.
-fn pkg_config(args: &[OsString]) -> Result<ExitCode, String> {
-    let o = parse_opts(args, &["--prefix", "--lib"])?;
-    let (prefix, libdir, includedir) = match o.prefix {
-        Some(p) => (
-            p.display().to_string(),
-            "${prefix}/lib".to_string(),
-            "${prefix}/include".to_string(),
-        ),
-        None => {
-            let lib = find_lib(o.lib.as_deref())?;
-            let dir = lib.parent().unwrap_or(Path::new("/")).display().to_string();
-            let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
-            (dir.clone(), dir, include.display().to_string())
-        }
-    };
+/// `hugealloc.pc.in` with its comment lines dropped and its at-sign names filled in.
+fn render_pc(prefix: &str, libdir: &str, includedir: &str) -> String {
     let body: String = PC_TEMPLATE
         .lines()
         .skip_while(|l| l.starts_with('#'))
         .map(|l| format!("{l}\n"))
         .collect();
-    let pc = body
-        .replace("@prefix@", &prefix)
-        .replace("@libdir@", &libdir)
-        .replace("@includedir@", &includedir)
-        .replace("@version@", env!("CARGO_PKG_VERSION"));
+    body.replace("@prefix@", prefix)
+        .replace("@libdir@", libdir)
+        .replace("@includedir@", includedir)
+        .replace("@version@", env!("CARGO_PKG_VERSION"))
+}
+
+/// Prints a rendered `hugealloc.pc.in`.
+fn pkg_config(args: &[OsString]) -> Result<ExitCode, String> {
+    let o = parse_opts(args, &["--prefix", "--lib"])?;
+    let pc = match o.prefix {
+        Some(p) => render_pc(
+            &p.display().to_string(),
+            "${prefix}/lib",
+            "${prefix}/include",
+        ),
+        None => {
+            let lib = find_lib(o.lib.as_deref())?;
+            let dir = lib.parent().unwrap_or(Path::new("/")).display().to_string();
+            let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+            render_pc(&dir, &dir, &include.display().to_string())
+        }
+    };
     print!("{pc}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The manual page: the help text in a roff no-fill block, one section heading per
+/// unindented line.
+fn man_page() -> String {
+    let mut out = format!(
+        ".TH HUGEALLOC 1 \"\" \"hugealloc {}\" \"User Commands\"\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for line in HELP.lines() {
+        if !line.is_empty() && !line.starts_with(' ') {
+            out.push_str(&format!(".SH {line}\n.nf\n"));
+        } else {
+            // A leading dot or quote would be read as a request; `\-` is a plain minus.
+            out.push_str(&format!(
+                "\\&{}\n",
+                line.replace('\\', "\\e").replace('-', "\\-")
+            ));
+        }
+    }
+    out
+}
+
+/// Copies one file, making its folder; `mode` is the installed permission bits.
+fn copy_file(from: &Path, to: &Path, mode: u32) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = to.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Through a temporary name and a rename, so a program running the old file keeps it.
+    let tmp = to.with_extension("hugealloc-install-tmp");
+    std::fs::copy(from, &tmp)
+        .map_err(|e| format!("{} -> {}: {e}", from.display(), tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
+}
+
+fn write_file(to: &Path, contents: &str) -> Result<(), String> {
+    let dir = to.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::write(to, contents).map_err(|e| format!("{}: {e}", to.display()))
+}
+
+/// `install --prefix DIR`: the library (shared and static), header, pkg-config file, launcher
+/// and manual page, laid out as `make install` would; prints each file installed.
+fn install(args: &[OsString]) -> Result<ExitCode, String> {
+    let o = parse_opts(args, &["--prefix", "--lib"])?;
+    let prefix = o.prefix.ok_or(
+        "install: --prefix DIR is required (e.g. --prefix /usr/local or --prefix ~/.local)",
+    )?;
+    let prefix = std::path::absolute(&prefix).map_err(|e| format!("{}: {e}", prefix.display()))?;
+    let so = find_lib(o.lib.as_deref())?;
+    let a = so.with_extension("a");
+    let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+    let libdir = prefix.join("lib");
+    let mut installed = Vec::new();
+    let mut copy = |from: &Path, to: PathBuf, mode: u32| -> Result<(), String> {
+        copy_file(from, &to, mode)?;
+        installed.push(to);
+        Ok(())
+    };
+    copy(&so, libdir.join(LIB_NAME), 0o755)?;
+    if a.is_file() {
+        copy(&a, libdir.join("libhugealloc.a"), 0o644)?;
+    } else {
+        eprintln!(
+            "hugealloc: install: no {} (static linking unavailable)",
+            a.display()
+        );
+    }
+    copy(&exe, prefix.join("bin/hugealloc"), 0o755)?;
+    let files = [
+        (prefix.join("include/hugealloc.h"), HEADER.to_string()),
+        (
+            libdir.join("pkgconfig/hugealloc.pc"),
+            render_pc(
+                &prefix.display().to_string(),
+                "${prefix}/lib",
+                "${prefix}/include",
+            ),
+        ),
+        (prefix.join("share/man/man1/hugealloc.1"), man_page()),
+    ];
+    for (to, contents) in files {
+        write_file(&to, &contents)?;
+        installed.push(to);
+    }
+    for f in &installed {
+        println!("{}", f.display());
+    }
+    eprintln!(
+        "hugealloc: installed under {p}; build with\n  PKG_CONFIG_PATH={p}/lib/pkgconfig cc prog.c $(pkg-config --cflags --libs hugealloc)",
+        p = prefix.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
