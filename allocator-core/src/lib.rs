@@ -29,6 +29,9 @@ pub mod pagemap;
 
 pub mod chunk;
 
+#[cfg(not(loom))]
+pub mod hugetlb;
+
 pub mod base;
 
 pub mod list;
