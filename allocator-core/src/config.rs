@@ -13,7 +13,7 @@
 //! gives (`HugeAlloc::with_conf`).
 
 use crate::diag::Msg;
-use crate::os;
+use crate::os::{self, HugePageSize};
 use crate::thp::Thp;
 
 /// The largest `narenas` accepted (the size of the arena registry).
@@ -88,6 +88,55 @@ pub struct Options {
     pub zero: bool,
     /// `check:full`: invariant scans, junk filling and redzones (see `alloc`'s debug path).
     pub check_full: bool,
+    // ---- hugetlb (issue 14): the page source; ported to the option list at merge ----
+    /// The page source of every arena without its own (`arena_hugetlb`).
+    pub hugetlb: Hugetlb,
+    /// Per-arena page sources; `None` follows `hugetlb`.
+    pub arena_hugetlb: [Option<Hugetlb>; ARENA_THP_MAX],
+    /// Bytes of hugetlb pages mapped and pre-faulted at start (0: none).
+    pub hugetlb_reserve: usize,
+}
+
+/// An arena's page source (`hugetlb:off|2M|1G`): ordinary memory under the arena's THP policy,
+/// or the kernel's hugetlb pool of 2 MiB or 1 GiB pages (see `hugetlb.rs`, `docs/hugetlb.md`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Hugetlb {
+    Off,
+    Pages2M,
+    Pages1G,
+}
+
+impl Hugetlb {
+    /// Reads `off`, `2M` or `1G` (the letter in either case).
+    pub fn parse(text: &[u8]) -> Option<Hugetlb> {
+        if text == b"off" {
+            Some(Hugetlb::Off)
+        } else if text.eq_ignore_ascii_case(b"2M") {
+            Some(Hugetlb::Pages2M)
+        } else if text.eq_ignore_ascii_case(b"1G") {
+            Some(Hugetlb::Pages1G)
+        } else {
+            None
+        }
+    }
+
+    /// The name the parser reads back.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Hugetlb::Off => "off",
+            Hugetlb::Pages2M => "2M",
+            Hugetlb::Pages1G => "1G",
+        }
+    }
+
+    /// The hugetlb page size, `None` for `off`.
+    pub const fn page_size(self) -> Option<HugePageSize> {
+        match self {
+            Hugetlb::Off => None,
+            Hugetlb::Pages2M => Some(HugePageSize::Size2M),
+            Hugetlb::Pages1G => Some(HugePageSize::Size1G),
+        }
+    }
 }
 
 /// Which option a row sets (private: rows are the public face).
@@ -112,6 +161,10 @@ enum Field {
     Junk,
     Zero,
     Check,
+    // hugetlb (issue 14)
+    Hugetlb,
+    ArenaHugetlb,
+    HugetlbReserve,
 }
 
 /// The type of an option's value and its range.
@@ -136,6 +189,10 @@ pub enum Kind {
         allowed: &'static [u8],
         max_len: usize,
     },
+    /// A page source: `off`, `2M`, `1G`.
+    Hugetlb,
+    /// A page source or `inherit` (follow `hugetlb`), for `arena.<i>.hugetlb`.
+    ArenaHugetlb,
 }
 
 /// A parsed option value. `Letters` borrows from the parsed string or the `Options`.
@@ -150,6 +207,8 @@ pub enum Value<'a> {
     Letters(&'a [u8]),
     /// `check`: whether the full checks are on.
     Check(bool),
+    Hugetlb(Hugetlb),
+    ArenaHugetlb(Option<Hugetlb>),
 }
 
 /// One option: the row of the table that the parser, the defaults, `confirm_conf`, the
@@ -187,7 +246,7 @@ const SIZE_ANY: Kind = Kind::Size { max: SIZE_LIMIT };
 
 // One row per line of the table; rustfmt would spread each row over seven lines.
 #[rustfmt::skip]
-const ROWS: [OptionRow; 19] = [
+const ROWS: [OptionRow; 22] = [
     row("narenas", Field::Narenas, Kind::Count { max: NARENAS_MAX }, Value::Count(0),
         "Arenas threads are spread over; 0 = 4 per CPU."),
     row("tcache", Field::Tcache, Kind::Bool, Value::Bool(true),
@@ -228,14 +287,34 @@ const ROWS: [OptionRow; 19] = [
         "Zero every new block, as `calloc` does."),
     row("check", Field::Check, Kind::Check, Value::Check(cfg!(feature = "check")),
         "`full`: invariant scans, junk on free, redzones after small blocks (no thread cache)."),
+    // ---- hugetlb (issue 14): three rows, to port to the option list at merge ----
+    row("hugetlb", Field::Hugetlb, Kind::Hugetlb, Value::Hugetlb(Hugetlb::Off),
+        "Page source of every arena without its own `arena.<i>.hugetlb`: ordinary memory or a hugetlb pool."),
+    row("arena.<i>.hugetlb", Field::ArenaHugetlb, Kind::ArenaHugetlb, Value::ArenaHugetlb(None),
+        "Page source of arena i (i < 64); `inherit` follows `hugetlb`."),
+    row("hugetlb_reserve", Field::HugetlbReserve, SIZE_ANY, Value::Size(0),
+        "Hugetlb bytes mapped and pre-faulted at start, reused and never returned; 0 = none."),
 ];
 
 /// Every option, in the order `confirm_conf` and the documentation list them.
-pub static OPTION_TABLE: [OptionRow; 19] = ROWS;
+pub static OPTION_TABLE: [OptionRow; 22] = ROWS;
 
 /// The index of the `arena.<i>.thp` row.
 const ARENA_ROW: usize = 6;
 const _: () = assert!(matches!(ROWS[ARENA_ROW].field, Field::ArenaThp));
+/// The index of the `arena.<i>.hugetlb` row (issue 14).
+const ARENA_HUGETLB_ROW: usize = 20;
+const _: () = assert!(matches!(ROWS[ARENA_HUGETLB_ROW].field, Field::ArenaHugetlb));
+
+/// The per-arena rows: the key suffix after `arena.<i>` and the row.
+const ARENA_ROWS: [(&[u8], usize); 2] = [(b".thp", ARENA_ROW), (b".hugetlb", ARENA_HUGETLB_ROW)];
+
+impl Field {
+    /// Whether the row is a per-arena one (`arena.<i>.…`), stored once per arena.
+    const fn per_arena(self) -> bool {
+        matches!(self, Field::ArenaThp | Field::ArenaHugetlb)
+    }
+}
 
 /// The names of every option (`arena.<i>.thp` as such).
 pub fn option_names() -> impl Iterator<Item = &'static str> {
@@ -264,6 +343,9 @@ const BLANK: Options = Options {
     junk: false,
     zero: false,
     check_full: false,
+    hugetlb: Hugetlb::Off,
+    arena_hugetlb: [None; ARENA_THP_MAX],
+    hugetlb_reserve: 0,
 };
 
 /// `BLANK` with every row's default applied (every arena's for `arena.<i>.thp`).
@@ -272,7 +354,7 @@ const fn defaults() -> Options {
     let mut i = 0;
     while i < ROWS.len() {
         let r = &ROWS[i];
-        let copies = if matches!(r.field, Field::ArenaThp) {
+        let copies = if r.field.per_arena() {
             ARENA_THP_MAX
         } else {
             1
@@ -296,6 +378,14 @@ impl Options {
         match self.arena_thp.get(i) {
             Some(Some(policy)) => *policy,
             _ => self.thp,
+        }
+    }
+
+    /// The page source of arena `i`: its own `arena.<i>.hugetlb`, else `hugetlb`.
+    pub fn hugetlb_for_arena(&self, i: usize) -> Hugetlb {
+        match self.arena_hugetlb.get(i) {
+            Some(Some(source)) => *source,
+            _ => self.hugetlb,
         }
     }
 
@@ -344,6 +434,11 @@ impl Options {
             (Field::Junk, Value::Bool(v)) => self.junk = v,
             (Field::Zero, Value::Bool(v)) => self.zero = v,
             (Field::Check, Value::Check(v)) => self.check_full = v,
+            (Field::Hugetlb, Value::Hugetlb(v)) => self.hugetlb = v,
+            (Field::ArenaHugetlb, Value::ArenaHugetlb(v)) if index < ARENA_THP_MAX => {
+                self.arena_hugetlb[index] = v;
+            }
+            (Field::HugetlbReserve, Value::Size(v)) => self.hugetlb_reserve = v,
             _ => {}
         }
         self
@@ -371,6 +466,11 @@ impl Options {
             Field::Junk => Value::Bool(self.junk),
             Field::Zero => Value::Bool(self.zero),
             Field::Check => Value::Check(self.check_full),
+            Field::Hugetlb => Value::Hugetlb(self.hugetlb),
+            Field::ArenaHugetlb => {
+                Value::ArenaHugetlb(self.arena_hugetlb.get(index).copied().flatten())
+            }
+            Field::HugetlbReserve => Value::Size(self.hugetlb_reserve),
         }
     }
 
@@ -588,20 +688,23 @@ pub fn parse_pair(pair: &[u8]) -> Result<Pair<'_>, BadPair<'_>> {
 pub fn lookup(key: &[u8]) -> Result<(&'static OptionRow, usize), Problem> {
     if let Some(r) = OPTION_TABLE
         .iter()
-        .find(|r| r.field != Field::ArenaThp && r.name.as_bytes() == key)
+        .find(|r| !r.field.per_arena() && r.name.as_bytes() == key)
     {
         return Ok((r, 0));
     }
-    if let Some(digits) = key
-        .strip_prefix(b"arena.")
-        .and_then(|k| k.strip_suffix(b".thp"))
-    {
+    for (suffix, row) in ARENA_ROWS {
+        let Some(digits) = key
+            .strip_prefix(b"arena.")
+            .and_then(|k| k.strip_suffix(suffix))
+        else {
+            continue;
+        };
         if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
             let index = digits.iter().fold(0usize, |n, &d| {
                 n.saturating_mul(10).saturating_add(usize::from(d - b'0'))
             });
             if index < ARENA_THP_MAX {
-                return Ok((&OPTION_TABLE[ARENA_ROW], index));
+                return Ok((&OPTION_TABLE[row], index));
             }
             return Err(Problem::ArenaIndex);
         }
@@ -665,6 +768,18 @@ impl Kind {
                 b"full" => Ok(Value::Check(true)),
                 _ => Err(Problem::InvalidValue),
             },
+            Kind::Hugetlb => Hugetlb::parse(text)
+                .map(Value::Hugetlb)
+                .ok_or(Problem::InvalidValue),
+            Kind::ArenaHugetlb => {
+                if text == b"inherit" {
+                    Ok(Value::ArenaHugetlb(None))
+                } else {
+                    Hugetlb::parse(text)
+                        .map(|h| Value::ArenaHugetlb(Some(h)))
+                        .ok_or(Problem::InvalidValue)
+                }
+            }
             Kind::Letters { allowed, max_len } => {
                 if !text.iter().all(|c| allowed.contains(c)) {
                     Err(Problem::InvalidValue)
@@ -688,6 +803,8 @@ impl Kind {
             Kind::ArenaThp => "thp or inherit",
             Kind::Check => "check level",
             Kind::Letters { .. } => "letters",
+            Kind::Hugetlb => "page source",
+            Kind::ArenaHugetlb => "page source or inherit",
         }
     }
 
@@ -711,6 +828,8 @@ impl Kind {
             Kind::Thp => out(b"always|madvise|never|default"),
             Kind::ArenaThp => out(b"always|madvise|never|default|inherit"),
             Kind::Check => out(b"cheap|full"),
+            Kind::Hugetlb => out(b"off|2M|1G"),
+            Kind::ArenaHugetlb => out(b"off|2M|1G|inherit"),
             Kind::Letters { allowed, max_len } => {
                 out(b"at most ");
                 write_dec(max_len as u64, out);
@@ -818,7 +937,8 @@ impl Value<'_> {
             }
             Value::Thp(t) | Value::ArenaThp(Some(t)) => out(t.name().as_bytes()),
             Value::Check(full) => out(if full { b"full" } else { b"cheap" }),
-            Value::ArenaThp(None) => out(b"inherit"),
+            Value::ArenaThp(None) | Value::ArenaHugetlb(None) => out(b"inherit"),
+            Value::Hugetlb(h) | Value::ArenaHugetlb(Some(h)) => out(h.name().as_bytes()),
             Value::Letters(s) => out(s),
         }
     }
@@ -849,22 +969,26 @@ impl<const N: usize> Buf<N> {
     }
 }
 
-/// Calls `f` with the name and value of every option of `opts`, in table order; `arena.<i>.thp`
-/// appears once per arena that has its own policy (as `arena.3.thp`), not at all otherwise.
+/// Calls `f` with the name and value of every option of `opts`, in table order; a per-arena
+/// option (`arena.<i>.thp`, `arena.<i>.hugetlb`) appears once per arena that has its own value
+/// (as `arena.3.thp`), not at all otherwise.
 pub fn for_each_option(opts: &Options, f: &mut dyn FnMut(&[u8], Value<'_>)) {
     for r in OPTION_TABLE.iter() {
-        if r.field != Field::ArenaThp {
+        if !r.field.per_arena() {
             f(r.name.as_bytes(), opts.get(r, 0));
             continue;
         }
-        for (i, policy) in opts.arena_thp.iter().enumerate() {
-            if policy.is_some() {
-                let mut name = Buf::<24>::new();
-                name.push(b"arena.");
-                write_dec(i as u64, &mut |b| name.push(b));
-                name.push(b".thp");
-                f(name.as_bytes(), Value::ArenaThp(*policy));
+        let suffix = r.name.strip_prefix("arena.<i>").unwrap_or(r.name);
+        for i in 0..ARENA_THP_MAX {
+            let value = opts.get(r, i);
+            if matches!(value, Value::ArenaThp(None) | Value::ArenaHugetlb(None)) {
+                continue;
             }
+            let mut name = Buf::<32>::new();
+            name.push(b"arena.");
+            write_dec(i as u64, &mut |b| name.push(b));
+            name.push(suffix.as_bytes());
+            f(name.as_bytes(), value);
         }
     }
 }
@@ -916,14 +1040,19 @@ fn push_escaped(m: &mut Msg, bytes: &[u8], cap: usize) {
 /// likely typo.
 fn suggest(key: &[u8]) -> Option<&'static str> {
     if key.starts_with(b"arena.") {
-        return Some(OPTION_TABLE[ARENA_ROW].name);
+        let row = if key.ends_with(b"hugetlb") {
+            ARENA_HUGETLB_ROW
+        } else {
+            ARENA_ROW
+        };
+        return Some(OPTION_TABLE[row].name);
     }
     const MAX: usize = 32;
     if key.len() > MAX {
         return None;
     }
     let mut best: Option<(usize, &'static str)> = None;
-    for r in OPTION_TABLE.iter().filter(|r| r.field != Field::ArenaThp) {
+    for r in OPTION_TABLE.iter().filter(|r| !r.field.per_arena()) {
         let name = r.name.as_bytes();
         // Levenshtein distance with two rows on the stack.
         let mut prev = [0usize; MAX + 1];

@@ -664,3 +664,53 @@ fn a_fork_child_that_writes_with_the_pool_exhausted_gets_sigbus() {
     assert!(all_equal(got.addr, CHUNK, 0x44), "the parent is unharmed");
     held.give_back(&s, got);
 }
+
+// ---- the options, end to end ----------------------------------------------------------------
+
+const OPT_CHILD: &str = "HUGEALLOC_HUGETLB_TEST_CHILD";
+
+#[test]
+fn the_hugetlb_options_read_back_through_ctl() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "opt_child", "--ignored", "--nocapture"])
+        .env(OPT_CHILD, "1")
+        .env(
+            "HUGEALLOC_CONF",
+            "hugetlb:1G,arena.3.hugetlb:off,arena.5.hugetlb:2M,hugetlb_reserve:64M",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("opt values checked"), "{stdout}");
+}
+
+#[test]
+#[ignore = "a helper: the_hugetlb_options_read_back_through_ctl runs it in a child process"]
+fn opt_child() {
+    use hugealloc::ctl::{self, CtlError, CtlValue};
+    if std::env::var(OPT_CHILD).is_err() {
+        return;
+    }
+    let s = |name: &str| match ctl::read(name) {
+        Ok(CtlValue::Str(v)) => v.to_str().unwrap().to_string(),
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(s("opt.hugetlb"), "1G");
+    assert_eq!(s("opt.arena.3.hugetlb"), "off");
+    assert_eq!(s("opt.arena.5.hugetlb"), "2M");
+    assert_eq!(s("opt.arena.4.hugetlb"), "inherit");
+    assert!(matches!(
+        ctl::read("opt.hugetlb_reserve"),
+        Ok(CtlValue::Size(n)) if n == 64 << 20
+    ));
+    assert!(matches!(
+        ctl::read("opt.arena.64.hugetlb"),
+        Err(CtlError::NotFound)
+    ));
+    println!("opt values checked");
+}
