@@ -634,5 +634,13 @@ fn write_cause(m: &mut Msg, size: HugePageSize, cause: Cause, chunks: usize, ava
 /// The process's hugetlb source.
 pub static HUGETLB: HugetlbSource = HugetlbSource::new();
 
+/// Takes the reserve `opts` ask for (`hugetlb_reserve`), in pages of the global `hugetlb` size,
+/// or 2 MiB pages where that is `off` (the reserve then serves `arena.<i>.hugetlb` arenas).
+/// For the allocator's one-time init; does nothing when no reserve is asked for.
+pub fn start(opts: &crate::config::Options) -> ReserveOutcome {
+    let size = opts.hugetlb.page_size().unwrap_or(HugePageSize::Size2M);
+    HUGETLB.take_reserve(size, opts.hugetlb_reserve)
+}
+
 #[cfg(test)]
 mod tests;

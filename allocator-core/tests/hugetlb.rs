@@ -714,3 +714,58 @@ fn opt_child() {
     ));
     println!("opt values checked");
 }
+
+#[test]
+fn the_reserve_follows_the_options() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("reserve from the options", size, 3) else {
+        return;
+    };
+    // In a child: the process's own source is taken once, and the child's exit gives the
+    // reserve back to the pool.
+    let (status, err) = in_child_capturing_stderr(|| {
+        let mut opts = hugealloc::config::Options::DEFAULT;
+        opts.apply_with(
+            b"hugetlb:2M,hugetlb_reserve:4M",
+            hugealloc::config::Source::Api,
+            &mut |_| {},
+        );
+        let got = hugealloc::hugetlb::start(&opts);
+        let range = hugealloc::hugetlb::HUGETLB.reserve_range();
+        got.bytes == 4 << 20
+            && got.cause == Cause::None
+            && matches!(range, Some((_, 2, HugePageSize::Size2M)))
+            && os::hugetlb_pool(size).is_some_and(|p| p.free == 1)
+    });
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status:#x}: {err}"
+    );
+    assert_eq!(
+        pool(size).free,
+        3,
+        "the child's reserve went back at its exit"
+    );
+}
+
+#[test]
+fn wipe_on_fork_is_refused_on_hugetlb_memory() {
+    // Why hugealloc keeps private hugetlb mappings across fork (docs/hugetlb.md, "fork"): the
+    // kernel refuses MADV_WIPEONFORK on hugetlb ranges, and MADV_DONTFORK would leave the child
+    // without its inherited heap.
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("wipe on fork", size, 1) else {
+        return;
+    };
+    let p = os::map_hugetlb(CHUNK, size, CHUNK).expect("one free page");
+    let mut held = Held::default();
+    held.hold_range(p as usize, CHUNK);
+    // SAFETY: madvise on our own mapping; errno read right after.
+    let (rc, err) = unsafe {
+        let rc = libc::madvise(p.cast(), CHUNK, libc::MADV_WIPEONFORK);
+        (rc, *libc::__errno_location())
+    };
+    assert_eq!((rc, err), (-1, libc::EINVAL));
+}
