@@ -769,3 +769,57 @@ fn wipe_on_fork_is_refused_on_hugetlb_memory() {
     };
     assert_eq!((rc, err), (-1, libc::EINVAL));
 }
+
+#[test]
+fn a_parent_write_with_the_pool_exhausted_takes_the_page_from_the_child() {
+    // The other half of the hazard: the parent owns the mapping's reservation, so when its own
+    // copy-on-write finds the pool empty, the kernel unmaps the page from the child instead of
+    // failing the parent; the child dies at its next touch, even a read.
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("parent write with the pool exhausted", size, 1) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    let mut held = Held::default();
+    let got = held.hold(take(&s, Some(size), 1));
+    assert_eq!(got.backing, Backing::Pages2M);
+    fill(got.addr, CHUNK, 0x66);
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe fills the array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child waits for one byte, reads the inherited memory and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let mut b = 0u8;
+        // SAFETY: reads one byte into a local; then leaves at once.
+        unsafe {
+            libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+            libc::_exit(if all_equal(got.addr, CHUNK, 0x66) {
+                0
+            } else {
+                1
+            });
+        }
+    }
+    fill(got.addr, CHUNK, 0x77);
+    let mut status = 0;
+    // SAFETY: wake the child, wait for it, close our descriptors.
+    unsafe {
+        libc::write(fds[1], [1u8].as_ptr().cast(), 1);
+        libc::waitpid(pid, &mut status, 0);
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    // SIGBUS on 6.18 (the kernel's reservation notes speak of SIGKILL on older ones).
+    assert!(
+        libc::WIFSIGNALED(status) && matches!(libc::WTERMSIG(status), libc::SIGBUS | libc::SIGKILL),
+        "child status {status:#x}"
+    );
+    assert!(
+        all_equal(got.addr, CHUNK, 0x77),
+        "the parent wrote without a fault"
+    );
+    held.give_back(&s, got);
+}
