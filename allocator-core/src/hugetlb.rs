@@ -203,6 +203,8 @@ impl Cause {
 pub struct HugetlbStats {
     /// Hugetlb bytes mapped now (fresh pages and the reserve).
     pub mapped_bytes: AtomicU64,
+    /// Of those, in 2 MiB and in 1 GiB pages (`HugePageSize::ALL` order).
+    pub mapped_by_size: [AtomicU64; 2],
     /// Bytes of the reserve (mapped and pre-faulted at start).
     pub reserve_bytes: AtomicU64,
     /// Bytes of the reserve not handed out now.
@@ -276,6 +278,7 @@ pub struct HugetlbSource {
     reserve: Mutex<Reserve>,
     pub stats: HugetlbStats,
     warned: AtomicBool,
+    fork_warned: AtomicBool,
 }
 
 /// What [`HugetlbSource::take_reserve`] got.
@@ -299,6 +302,7 @@ impl HugetlbSource {
             }),
             stats: HugetlbStats {
                 mapped_bytes: AtomicU64::new(0),
+                mapped_by_size: [AtomicU64::new(0), AtomicU64::new(0)],
                 reserve_bytes: AtomicU64::new(0),
                 reserve_free_bytes: AtomicU64::new(0),
                 fallbacks: AtomicU64::new(0),
@@ -307,7 +311,60 @@ impl HugetlbSource {
                 last_cause: AtomicU8::new(0),
             },
             warned: AtomicBool::new(false),
+            fork_warned: AtomicBool::new(false),
         }
+    }
+
+    /// Counts `len` bytes of pages of `size` mapped (`true`) or unmapped.
+    fn count_mapped(&self, size: HugePageSize, len: usize, mapped: bool) {
+        let slot = &self.stats.mapped_by_size[size as usize];
+        // Relaxed: statistics.
+        if mapped {
+            self.stats
+                .mapped_bytes
+                .fetch_add(len as u64, Ordering::Relaxed);
+            slot.fetch_add(len as u64, Ordering::Relaxed);
+        } else {
+            self.stats
+                .mapped_bytes
+                .fetch_sub(len as u64, Ordering::Relaxed);
+            slot.fetch_sub(len as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// For the `fork` prepare handler: whether each pool has as many pages available as this
+    /// process has mapped in that size, so that a child (or the parent, while a child lives)
+    /// can copy every page it writes (docs/hugetlb.md, "fork"). Where one falls short, warns
+    /// once per process. Reads sysfs only where hugetlb pages are mapped; allocates nothing.
+    pub fn fork_headroom(&self) -> bool {
+        let mut ok = true;
+        for size in HugePageSize::ALL {
+            // Relaxed: a statistic.
+            let mapped = self.stats.mapped_by_size[size as usize].load(Ordering::Relaxed);
+            if mapped == 0 {
+                continue;
+            }
+            let pages = mapped >> size.lg_bytes();
+            let available = os::hugetlb_pool(size).map_or(0, |p| p.available());
+            if available >= pages {
+                continue;
+            }
+            ok = false;
+            // Relaxed: only one caller may win the swap.
+            if !self.fork_warned.swap(true, Ordering::Relaxed) {
+                Msg::new()
+                    .str("fork with ")
+                    .dec(pages)
+                    .str(" hugetlb pages of ")
+                    .str(size.name())
+                    .str(" mapped and ")
+                    .dec(available)
+                    .str(" available in the pool: a child that writes them may get SIGBUS ")
+                    .str("(see docs/hugetlb.md, fork; warned once)")
+                    .emit();
+            }
+        }
+        ok
     }
 
     /// Takes `n` chunks aligned to `align_chunks` chunks for an arena whose page source is
@@ -390,10 +447,7 @@ impl HugetlbSource {
             .ok_or(Cause::Other)?;
         let align = (align_chunks << LG_CHUNK).max(page);
         let p = os::map_hugetlb(len, size, align).map_err(|e| Cause::classify(e, size))? as usize;
-        // Relaxed: a statistic.
-        self.stats
-            .mapped_bytes
-            .fetch_add(len as u64, Ordering::Relaxed);
+        self.count_mapped(size, len, true);
         let backing = Backing::fresh(size);
         let total = len >> LG_CHUNK;
         if total > n {
@@ -474,10 +528,10 @@ impl HugetlbSource {
         }
         let len = chunks.nchunks << LG_CHUNK;
         os::unmap(chunks.addr as *mut u8, len);
-        // Relaxed: statistics.
-        self.stats
-            .mapped_bytes
-            .fetch_sub(len as u64, Ordering::Relaxed);
+        if let Some(size) = chunks.backing.page_size() {
+            self.count_mapped(size, len, false);
+        }
+        // Relaxed: a statistic.
         self.stats
             .returned_bytes
             .fetch_add(len as u64, Ordering::Relaxed);
@@ -542,8 +596,8 @@ impl HugetlbSource {
             r.touched = unsafe { bitmaps.add(words) };
             Reserve::set_bits(r.here, 0, nchunks, true);
             let got = (nchunks << LG_CHUNK) as u64;
+            self.count_mapped(size, got as usize, true);
             // Relaxed: statistics.
-            self.stats.mapped_bytes.fetch_add(got, Ordering::Relaxed);
             self.stats.reserve_bytes.fetch_add(got, Ordering::Relaxed);
             self.stats
                 .reserve_free_bytes

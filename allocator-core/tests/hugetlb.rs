@@ -823,3 +823,34 @@ fn a_parent_write_with_the_pool_exhausted_takes_the_page_from_the_child() {
     );
     held.give_back(&s, got);
 }
+
+#[test]
+fn the_fork_headroom_check_compares_mapped_pages_with_the_pool() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("fork headroom", size, 4) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    assert!(s.fork_headroom(), "nothing mapped, nothing needed");
+    let mut held = Held::default();
+    let a = held.hold(take(&s, Some(size), 2));
+    fill(a.addr, 2 * CHUNK, 1);
+    assert_eq!(s.stats.mapped_by_size[0].load(Ordering::Relaxed), 4 << 20);
+    assert!(s.fork_headroom(), "2 mapped, 2 available");
+    let b = held.hold(take(&s, Some(size), 1));
+    assert_eq!(b.backing, Backing::Pages2M);
+    let (status, err) = in_child_capturing_stderr(|| !s.fork_headroom() && !s.fork_headroom());
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status:#x}: {err}"
+    );
+    assert_eq!(err.matches("hugealloc: ").count(), 1, "warned once: {err}");
+    assert!(
+        err.contains("fork with 3 hugetlb pages of 2M mapped and 1 available in the pool"),
+        "{err}"
+    );
+    held.give_back(&s, b);
+    assert!(s.fork_headroom(), "2 mapped, 2 available again");
+    assert_eq!(s.stats.mapped_by_size[0].load(Ordering::Relaxed), 4 << 20);
+}
