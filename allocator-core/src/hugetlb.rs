@@ -688,6 +688,21 @@ fn write_cause(m: &mut Msg, size: HugePageSize, cause: Cause, chunks: usize, ava
 /// The process's hugetlb source.
 pub static HUGETLB: HugetlbSource = HugetlbSource::new();
 
+/// Whether one page of `size` can be had from the pool now, for the doctor: maps it, faults
+/// it in and unmaps it again (the pool is as before afterwards). `Err` names why not.
+pub fn probe(size: HugePageSize) -> Result<(), Cause> {
+    let page = size.bytes();
+    let p = os::map_hugetlb(page, size, page).map_err(|e| Cause::classify(e, size))?;
+    // SAFETY: `p` is the fresh one-page hugetlb mapping just made, ours alone.
+    let faulted = unsafe { os::populate_write(p, page, page) };
+    os::unmap(p, page);
+    if faulted {
+        Ok(())
+    } else {
+        Err(Cause::Other)
+    }
+}
+
 /// Takes the reserve `opts` ask for (`hugetlb_reserve`), in pages of the global `hugetlb` size,
 /// or 2 MiB pages where that is `off` (the reserve then serves `arena.<i>.hugetlb` arenas).
 /// For the allocator's one-time init; does nothing when no reserve is asked for.

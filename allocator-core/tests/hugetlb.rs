@@ -854,3 +854,20 @@ fn the_fork_headroom_check_compares_mapped_pages_with_the_pool() {
     assert!(s.fork_headroom(), "2 mapped, 2 available again");
     assert_eq!(s.stats.mapped_by_size[0].load(Ordering::Relaxed), 4 << 20);
 }
+
+#[test]
+fn the_probe_says_whether_a_page_can_be_had() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    {
+        let Some(_pool) = pool_or_skip("probe, empty pool", size, 0) else {
+            return;
+        };
+        assert_eq!(hugealloc::hugetlb::probe(size), Err(Cause::Empty));
+    }
+    let Some(_pool) = pool_or_skip("probe, one page", size, 1) else {
+        return;
+    };
+    assert_eq!(hugealloc::hugetlb::probe(size), Ok(()));
+    assert_eq!(pool(size).free, 1, "the probe gave its page back");
+}
