@@ -503,8 +503,14 @@ impl HugetlbSource {
         let unit = chunks.backing.page_chunks();
         if chunks.backing.is_reserve() {
             let r = self.reserve.lock();
+            let inside = r.base != 0
+                && chunks.addr >= r.base
+                && ((chunks.addr - r.base) >> LG_CHUNK) + chunks.nchunks <= r.nchunks;
+            debug_assert!(inside, "reserve chunks outside the reserve");
+            if !inside {
+                return 0;
+            }
             let i = (chunks.addr - r.base) >> LG_CHUNK;
-            debug_assert!(chunks.addr >= r.base && i + chunks.nchunks <= r.nchunks);
             Reserve::set_bits(r.here, i, chunks.nchunks, true);
             if !chunks.dirty {
                 Reserve::set_bits(r.touched, i, chunks.nchunks, false);
