@@ -322,8 +322,12 @@ const ARENA_ROW: usize = Field::arena_thp as usize;
 /// The index of the `arena.<i>.hugetlb` row.
 const ARENA_HUGETLB_ROW: usize = Field::arena_hugetlb as usize;
 
-/// The per-arena rows: the key suffix after `arena.<i>` and the row.
-const ARENA_ROWS: [(&[u8], usize); 2] = [(b".thp", ARENA_ROW), (b".hugetlb", ARENA_HUGETLB_ROW)];
+/// The per-arena rows: the key suffix after `arena.<i>` and the row (a reference, not an
+/// index, so `lookup` has no bounds check to panic on).
+static ARENA_ROWS: [(&[u8], &OptionRow); 2] = [
+    (b".thp", &OPTION_TABLE[ARENA_ROW]),
+    (b".hugetlb", &OPTION_TABLE[ARENA_HUGETLB_ROW]),
+];
 
 impl Field {
     /// Whether the row is a per-arena one (`arena.<i>.…`), stored once per arena.
@@ -625,7 +629,7 @@ pub fn lookup(key: &[u8]) -> Result<(&'static OptionRow, usize), Problem> {
     {
         return Ok((r, 0));
     }
-    for (suffix, row) in ARENA_ROWS {
+    for &(suffix, row) in ARENA_ROWS.iter() {
         let Some(digits) = key
             .strip_prefix(b"arena.")
             .and_then(|k| k.strip_suffix(suffix))
@@ -637,7 +641,7 @@ pub fn lookup(key: &[u8]) -> Result<(&'static OptionRow, usize), Problem> {
                 n.saturating_mul(10).saturating_add(usize::from(d - b'0'))
             });
             if index < ARENA_THP_MAX {
-                return Ok((&OPTION_TABLE[row], index));
+                return Ok((row, index));
             }
             return Err(Problem::ArenaIndex);
         }
