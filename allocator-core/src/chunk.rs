@@ -41,6 +41,9 @@ pub struct Extent {
     pub advice: u8,
     /// Huge blocks: the size class.
     pub class: u8,
+    /// Where the chunks come from: a `hugetlb::Backing` byte (0, ordinary memory, in a zeroed
+    /// descriptor). Decides purging (hugetlb pages only whole) and merging.
+    pub backing: u8,
     pub arena: u32,
     /// Free dirty extents: when they became dirty (decay), in ms.
     pub dirty_since_ms: u64,

@@ -14,7 +14,7 @@
 //! gives (`HugeAlloc::with_conf`).
 
 use crate::diag::Msg;
-use crate::os;
+use crate::os::{self, HugePageSize};
 use crate::thp::Thp;
 
 /// The largest `narenas` accepted (the size of the arena registry).
@@ -63,6 +63,10 @@ pub enum Kind {
     ArenaThp,
     /// The misuse checks: `cheap` (always on) or `full`.
     Check,
+    /// A page source: `off`, `2M`, `1G`.
+    Hugetlb,
+    /// A page source or `inherit` (follow `hugetlb`), for `arena.<i>.hugetlb`.
+    ArenaHugetlb,
     /// At most `max_len` bytes, each one of `allowed`; may be empty.
     Letters {
         allowed: &'static [u8],
@@ -82,6 +86,50 @@ pub enum Value<'a> {
     Letters(&'a [u8]),
     /// `check`: whether the full checks are on.
     Check(bool),
+    Hugetlb(Hugetlb),
+    ArenaHugetlb(Option<Hugetlb>),
+}
+
+/// An arena's page source (`hugetlb:off|2M|1G`): ordinary memory under the arena's THP policy,
+/// or the kernel's hugetlb pool of 2 MiB or 1 GiB pages (see `hugetlb.rs`, `docs/hugetlb.md`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Hugetlb {
+    Off,
+    Pages2M,
+    Pages1G,
+}
+
+impl Hugetlb {
+    /// Reads `off`, `2M` or `1G` (the letter in either case).
+    pub fn parse(text: &[u8]) -> Option<Hugetlb> {
+        if text == b"off" {
+            Some(Hugetlb::Off)
+        } else if text.eq_ignore_ascii_case(b"2M") {
+            Some(Hugetlb::Pages2M)
+        } else if text.eq_ignore_ascii_case(b"1G") {
+            Some(Hugetlb::Pages1G)
+        } else {
+            None
+        }
+    }
+
+    /// The name the parser reads back.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Hugetlb::Off => "off",
+            Hugetlb::Pages2M => "2M",
+            Hugetlb::Pages1G => "1G",
+        }
+    }
+
+    /// The hugetlb page size, `None` for `off`.
+    pub const fn page_size(self) -> Option<HugePageSize> {
+        match self {
+            Hugetlb::Off => None,
+            Hugetlb::Pages2M => Some(HugePageSize::Size2M),
+            Hugetlb::Pages1G => Some(HugePageSize::Size1G),
+        }
+    }
 }
 
 /// One option: the row of the table that the parser, the defaults, `confirm_conf`, the
@@ -103,7 +151,8 @@ pub struct OptionRow {
 /// `field "name": Kind { kind args } = default, "doc line";` and gives:
 /// - the [`Options`] field (its type follows from the kind: `Count` and `Size` are `usize`,
 ///   `Millis` is `i64`, `Thp` is [`Thp`], `Bool` and `Check` are `bool`, `ArenaThp` is one
-///   `Option<Thp>` per arena, `Letters` is [`Letters`]), documented with the doc line;
+///   `Option<Thp>` per arena, `Letters` is [`Letters`], `Hugetlb` is [`Hugetlb`],
+///   `ArenaHugetlb` is one `Option<Hugetlb>` per arena), documented with the doc line;
 /// - the private `Field` enum (one variant per row, named as the field, numbered as the row);
 /// - the row of [`OPTION_TABLE`] (name, kind, `Value::Kind(default)`, doc line);
 /// - [`Options::DEFAULT`], each field set to its row's default;
@@ -150,7 +199,7 @@ macro_rules! options {
                 $($field: options!(@init $kind, $default),)*
             };
 
-            /// `self` with `value` stored in `field` (arena `index` for `ArenaThp` rows). A
+            /// `self` with `value` stored in `field` (arena `index` for per-arena rows). A
             /// value of another kind than the field's is ignored: the parser only makes values
             /// of the row's kind, and `every_row_sets_its_own_field` tests each pairing. By
             /// value, to be a stable `const fn`.
@@ -165,8 +214,8 @@ macro_rules! options {
                 self
             }
 
-            /// The value of `row`'s option (arena `index` for `arena.<i>.thp`; ignored
-            /// otherwise).
+            /// The value of `row`'s option (arena `index` for a per-arena row such as
+            /// `arena.<i>.thp`; ignored otherwise).
             pub fn get(&self, row: &OptionRow, index: usize) -> Value<'_> {
                 match row.field {
                     $(Field::$field => options!(@load $kind, self.$field, index),)*
@@ -184,12 +233,20 @@ macro_rules! options {
     (@ty ArenaThp) => { [Option<Thp>; ARENA_THP_MAX] };
     (@ty Check) => { bool };
     (@ty Letters) => { Letters };
+    (@ty Hugetlb) => { Hugetlb };
+    (@ty ArenaHugetlb) => { [Option<Hugetlb>; ARENA_THP_MAX] };
 
     (@init ArenaThp, $default:expr) => { [$default; ARENA_THP_MAX] };
+    (@init ArenaHugetlb, $default:expr) => { [$default; ARENA_THP_MAX] };
     (@init Letters, $default:expr) => { Letters::new($default) };
     (@init $kind:ident, $default:expr) => { $default };
 
     (@store ArenaThp, $place:expr, $index:ident, $v:ident) => {
+        if $index < ARENA_THP_MAX {
+            $place[$index] = $v;
+        }
+    };
+    (@store ArenaHugetlb, $place:expr, $index:ident, $v:ident) => {
         if $index < ARENA_THP_MAX {
             $place[$index] = $v;
         }
@@ -199,6 +256,9 @@ macro_rules! options {
 
     (@load ArenaThp, $place:expr, $index:ident) => {
         Value::ArenaThp(if $index < ARENA_THP_MAX { $place[$index] } else { None })
+    };
+    (@load ArenaHugetlb, $place:expr, $index:ident) => {
+        Value::ArenaHugetlb(if $index < ARENA_THP_MAX { $place[$index] } else { None })
     };
     (@load Letters, $place:expr, $index:ident) => { Value::Letters($place.as_bytes()) };
     (@load $kind:ident, $place:expr, $index:ident) => { Value::$kind($place) };
@@ -246,6 +306,12 @@ options! {
         "Zero every new block, as `calloc` does.";
     check_full "check": Check = cfg!(feature = "check"),
         "`full`: invariant scans, junk on free, redzones after small blocks (no thread cache).";
+    hugetlb "hugetlb": Hugetlb = Hugetlb::Off,
+        "Page source of every arena without its own `arena.<i>.hugetlb`: ordinary memory or a hugetlb pool.";
+    arena_hugetlb "arena.<i>.hugetlb": ArenaHugetlb = None,
+        "Page source of arena i (i < 64); `inherit` follows `hugetlb`.";
+    hugetlb_reserve "hugetlb_reserve": Size { max: SIZE_LIMIT } = 0,
+        "Hugetlb bytes mapped and pre-faulted at start, reused and never returned; 0 = none.";
 }
 
 /// Every option, in the order `confirm_conf` and the documentation list them.
@@ -253,6 +319,22 @@ pub static OPTION_TABLE: [OptionRow; OPTION_COUNT] = ROWS;
 
 /// The index of the `arena.<i>.thp` row.
 const ARENA_ROW: usize = Field::arena_thp as usize;
+/// The index of the `arena.<i>.hugetlb` row.
+const ARENA_HUGETLB_ROW: usize = Field::arena_hugetlb as usize;
+
+/// The per-arena rows: the key suffix after `arena.<i>` and the row (a reference, not an
+/// index, so `lookup` has no bounds check to panic on).
+static ARENA_ROWS: [(&[u8], &OptionRow); 2] = [
+    (b".thp", &OPTION_TABLE[ARENA_ROW]),
+    (b".hugetlb", &OPTION_TABLE[ARENA_HUGETLB_ROW]),
+];
+
+impl Field {
+    /// Whether the row is a per-arena one (`arena.<i>.…`), stored once per arena.
+    const fn per_arena(self) -> bool {
+        matches!(self, Field::arena_thp | Field::arena_hugetlb)
+    }
+}
 const _: () = {
     // Field `i` is row `i`, so a row's field indexes the table.
     let mut i = 0;
@@ -264,6 +346,7 @@ const _: () = {
         i += 1;
     }
     assert!(matches!(ROWS[ARENA_ROW].kind, Kind::ArenaThp));
+    assert!(matches!(ROWS[ARENA_HUGETLB_ROW].kind, Kind::ArenaHugetlb));
 };
 
 /// The names of every option (`arena.<i>.thp` as such).
@@ -312,6 +395,14 @@ impl Options {
         match self.arena_thp.get(i) {
             Some(Some(policy)) => *policy,
             _ => self.thp,
+        }
+    }
+
+    /// The page source of arena `i`: its own `arena.<i>.hugetlb`, else `hugetlb`.
+    pub fn hugetlb_for_arena(&self, i: usize) -> Hugetlb {
+        match self.arena_hugetlb.get(i) {
+            Some(Some(source)) => *source,
+            _ => self.hugetlb,
         }
     }
 
@@ -530,24 +621,27 @@ pub fn parse_pair(pair: &[u8]) -> Result<Pair<'_>, BadPair<'_>> {
 }
 
 /// The row of option `key` and its arena index (`arena.7.thp` gives the `arena.<i>.thp` row and
-/// 7). Keys are exact and case-sensitive.
+/// 7, `arena.7.hugetlb` the `arena.<i>.hugetlb` row and 7). Keys are exact and case-sensitive.
 pub fn lookup(key: &[u8]) -> Result<(&'static OptionRow, usize), Problem> {
     if let Some(r) = OPTION_TABLE
         .iter()
-        .find(|r| r.field != Field::arena_thp && r.name.as_bytes() == key)
+        .find(|r| !r.field.per_arena() && r.name.as_bytes() == key)
     {
         return Ok((r, 0));
     }
-    if let Some(digits) = key
-        .strip_prefix(b"arena.")
-        .and_then(|k| k.strip_suffix(b".thp"))
-    {
+    for &(suffix, row) in ARENA_ROWS.iter() {
+        let Some(digits) = key
+            .strip_prefix(b"arena.")
+            .and_then(|k| k.strip_suffix(suffix))
+        else {
+            continue;
+        };
         if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
             let index = digits.iter().fold(0usize, |n, &d| {
                 n.saturating_mul(10).saturating_add(usize::from(d - b'0'))
             });
             if index < ARENA_THP_MAX {
-                return Ok((&OPTION_TABLE[ARENA_ROW], index));
+                return Ok((row, index));
             }
             return Err(Problem::ArenaIndex);
         }
@@ -611,6 +705,18 @@ impl Kind {
                 b"full" => Ok(Value::Check(true)),
                 _ => Err(Problem::InvalidValue),
             },
+            Kind::Hugetlb => Hugetlb::parse(text)
+                .map(Value::Hugetlb)
+                .ok_or(Problem::InvalidValue),
+            Kind::ArenaHugetlb => {
+                if text == b"inherit" {
+                    Ok(Value::ArenaHugetlb(None))
+                } else {
+                    Hugetlb::parse(text)
+                        .map(|h| Value::ArenaHugetlb(Some(h)))
+                        .ok_or(Problem::InvalidValue)
+                }
+            }
             Kind::Letters { allowed, max_len } => {
                 if !text.iter().all(|c| allowed.contains(c)) {
                     Err(Problem::InvalidValue)
@@ -634,6 +740,8 @@ impl Kind {
             Kind::ArenaThp => "thp or inherit",
             Kind::Check => "check level",
             Kind::Letters { .. } => "letters",
+            Kind::Hugetlb => "page source",
+            Kind::ArenaHugetlb => "page source or inherit",
         }
     }
 
@@ -657,6 +765,8 @@ impl Kind {
             Kind::Thp => out(b"always|madvise|never|default"),
             Kind::ArenaThp => out(b"always|madvise|never|default|inherit"),
             Kind::Check => out(b"cheap|full"),
+            Kind::Hugetlb => out(b"off|2M|1G"),
+            Kind::ArenaHugetlb => out(b"off|2M|1G|inherit"),
             Kind::Letters { allowed, max_len } => {
                 out(b"at most ");
                 write_dec(max_len as u64, out);
@@ -764,7 +874,8 @@ impl Value<'_> {
             }
             Value::Thp(t) | Value::ArenaThp(Some(t)) => out(t.name().as_bytes()),
             Value::Check(full) => out(if full { b"full" } else { b"cheap" }),
-            Value::ArenaThp(None) => out(b"inherit"),
+            Value::ArenaThp(None) | Value::ArenaHugetlb(None) => out(b"inherit"),
+            Value::Hugetlb(h) | Value::ArenaHugetlb(Some(h)) => out(h.name().as_bytes()),
             Value::Letters(s) => out(s),
         }
     }
@@ -797,22 +908,26 @@ impl<const N: usize> Buf<N> {
     }
 }
 
-/// Calls `f` with the name and value of every option of `opts`, in table order; `arena.<i>.thp`
-/// appears once per arena that has its own policy (as `arena.3.thp`), not at all otherwise.
+/// Calls `f` with the name and value of every option of `opts`, in table order; a per-arena
+/// option (`arena.<i>.thp`, `arena.<i>.hugetlb`) appears once per arena that has its own value
+/// (as `arena.3.thp`), not at all otherwise.
 pub fn for_each_option(opts: &Options, f: &mut dyn FnMut(&[u8], Value<'_>)) {
     for r in OPTION_TABLE.iter() {
-        if r.field != Field::arena_thp {
+        if !r.field.per_arena() {
             f(r.name.as_bytes(), opts.get(r, 0));
             continue;
         }
-        for (i, policy) in opts.arena_thp.iter().enumerate() {
-            if policy.is_some() {
-                let mut name = Buf::<24>::new();
-                name.push(b"arena.");
-                write_dec(i as u64, &mut |b| name.push(b));
-                name.push(b".thp");
-                f(name.as_bytes(), Value::ArenaThp(*policy));
+        let suffix = r.name.strip_prefix("arena.<i>").unwrap_or(r.name);
+        for i in 0..ARENA_THP_MAX {
+            let value = opts.get(r, i);
+            if matches!(value, Value::ArenaThp(None) | Value::ArenaHugetlb(None)) {
+                continue;
             }
+            let mut name = Buf::<32>::new();
+            name.push(b"arena.");
+            write_dec(i as u64, &mut |b| name.push(b));
+            name.push(suffix.as_bytes());
+            f(name.as_bytes(), value);
         }
     }
 }
@@ -864,14 +979,19 @@ fn push_escaped(m: &mut Msg, bytes: &[u8], cap: usize) {
 /// likely typo.
 fn suggest(key: &[u8]) -> Option<&'static str> {
     if key.starts_with(b"arena.") {
-        return Some(OPTION_TABLE[ARENA_ROW].name);
+        let row = if key.ends_with(b"hugetlb") {
+            ARENA_HUGETLB_ROW
+        } else {
+            ARENA_ROW
+        };
+        return Some(OPTION_TABLE[row].name);
     }
     const MAX: usize = 32;
     if key.len() > MAX {
         return None;
     }
     let mut best: Option<(usize, &'static str)> = None;
-    for r in OPTION_TABLE.iter().filter(|r| r.field != Field::arena_thp) {
+    for r in OPTION_TABLE.iter().filter(|r| !r.field.per_arena()) {
         let name = r.name.as_bytes();
         // Levenshtein distance with two rows on the stack.
         let mut prev = [0usize; MAX + 1];

@@ -16,7 +16,7 @@
 //! (every check runs before the handler acts); nothing here allocates or panics (names are
 //! matched component by component, values are plain enums, strings `&'static CStr`).
 
-use crate::config::{Kind, OptionRow, Value, ARENA_THP_MAX, OPTION_TABLE};
+use crate::config::{Hugetlb, Kind, OptionRow, Value, ARENA_THP_MAX, OPTION_TABLE};
 use crate::size_class::{class_size, NSMALL, SLAB_OBJS, SLAB_PAGES};
 use crate::stats::{ArenaFigures, BinFigures, FigureType, Stats};
 use crate::sync::{Once, Ordering, UnsafeCell};
@@ -213,6 +213,14 @@ fn thp_cstr(policy: Thp) -> &'static CStr {
         Thp::Always => c"always",
         Thp::Madvise => c"madvise",
         Thp::Never => c"never",
+    }
+}
+
+fn hugetlb_cstr(source: Hugetlb) -> &'static CStr {
+    match source {
+        Hugetlb::Off => c"off",
+        Hugetlb::Pages2M => c"2M",
+        Hugetlb::Pages1G => c"1G",
     }
 }
 
@@ -470,7 +478,12 @@ fn opt_type(kind: &Kind) -> CtlType {
         Kind::Count { .. } => CtlType::Unsigned,
         Kind::Size { .. } => CtlType::Size,
         Kind::Millis => CtlType::I64,
-        Kind::Thp | Kind::ArenaThp | Kind::Check | Kind::Letters { .. } => CtlType::Str,
+        Kind::Thp
+        | Kind::ArenaThp
+        | Kind::Check
+        | Kind::Letters { .. }
+        | Kind::Hugetlb
+        | Kind::ArenaHugetlb => CtlType::Str,
     }
 }
 
@@ -772,7 +785,7 @@ fn figure(
 
 /// `opt.<row>`: the effective option (arena `i` for `opt.arena.<i>.thp`).
 fn opt_value(row: &'static OptionRow, i: usize) -> Result<CtlValue<'static>, CtlError> {
-    if matches!(row.kind, Kind::ArenaThp) && i >= ARENA_THP_MAX {
+    if matches!(row.kind, Kind::ArenaThp | Kind::ArenaHugetlb) && i >= ARENA_THP_MAX {
         return Err(CtlError::NotFound);
     }
     crate::init::ensure_init();
@@ -782,7 +795,8 @@ fn opt_value(row: &'static OptionRow, i: usize) -> Result<CtlValue<'static>, Ctl
         Value::Size(n) => CtlValue::Size(n),
         Value::Millis(ms) => CtlValue::I64(ms),
         Value::Thp(t) | Value::ArenaThp(Some(t)) => CtlValue::Str(thp_cstr(t)),
-        Value::ArenaThp(None) => CtlValue::Str(c"inherit"),
+        Value::ArenaThp(None) | Value::ArenaHugetlb(None) => CtlValue::Str(c"inherit"),
+        Value::Hugetlb(h) | Value::ArenaHugetlb(Some(h)) => CtlValue::Str(hugetlb_cstr(h)),
         Value::Letters(letters) => CtlValue::Str(letters_cstr(letters)),
         Value::Check(full) => CtlValue::Str(if full { c"full" } else { c"cheap" }),
     })

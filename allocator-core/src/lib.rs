@@ -115,6 +115,9 @@ pub mod list;
 
 pub mod chunk;
 
+#[cfg(not(loom))]
+pub mod hugetlb;
+
 pub mod base;
 
 pub mod slab;

@@ -479,7 +479,8 @@ fn json_value(out: &mut Out, v: Value) {
         Value::Count(n) | Value::Size(n) => out.dec(n as u64),
         Value::Millis(n) => out.signed(n),
         Value::Thp(t) | Value::ArenaThp(Some(t)) => out.json_str(t.name().as_bytes()),
-        Value::ArenaThp(None) => out.json_str(b"inherit"),
+        Value::ArenaThp(None) | Value::ArenaHugetlb(None) => out.json_str(b"inherit"),
+        Value::Hugetlb(h) | Value::ArenaHugetlb(Some(h)) => out.json_str(h.name().as_bytes()),
         Value::Letters(s) => out.json_str(s),
         Value::Check(full) => out.json_str(if full { b"full" } else { b"cheap" }),
     }

@@ -87,6 +87,7 @@ fn every_field_has_one_row() {
         assert_eq!(r.field as usize, i, "{}", r.name);
     }
     assert_eq!(OPTION_TABLE[ARENA_ROW].name, "arena.<i>.thp");
+    assert_eq!(OPTION_TABLE[ARENA_HUGETLB_ROW].name, "arena.<i>.hugetlb");
     assert_eq!(OPTION_TABLE.len(), OPTION_COUNT);
 }
 
@@ -95,13 +96,18 @@ fn names_are_unique_and_found() {
     let names: Vec<&str> = option_names().collect();
     for (i, n) in names.iter().enumerate() {
         assert!(!names[..i].contains(n), "{n} twice");
-        if *n != "arena.<i>.thp" {
+        if !n.starts_with("arena.<i>.") {
             let (r, index) = lookup(n.as_bytes()).unwrap();
             assert_eq!((r.name, index), (*n, 0));
         }
     }
     assert!(names.contains(&"arena.<i>.thp"));
     assert_eq!(lookup(b"arena.<i>.thp").err(), Some(Problem::UnknownKey));
+    assert!(names.contains(&"arena.<i>.hugetlb"));
+    assert_eq!(
+        lookup(b"arena.<i>.hugetlb").err(),
+        Some(Problem::UnknownKey)
+    );
 }
 
 #[test]
@@ -135,9 +141,11 @@ fn every_row_sets_its_own_field() {
             Kind::ArenaThp => "never",
             Kind::Check => "full",
             Kind::Letters { .. } => "Jg",
+            Kind::Hugetlb => "1G",
+            Kind::ArenaHugetlb => "2M",
         };
-        let key = if r.field == Field::arena_thp {
-            String::from("arena.5.thp")
+        let key = if r.field.per_arena() {
+            r.name.replace("<i>", "5")
         } else {
             String::from(r.name)
         };
@@ -298,6 +306,67 @@ fn thp_policies() {
         assert_eq!(bad(&std::format!("thp:{text}")), Problem::InvalidValue);
     }
     assert_eq!(bad("arena.1.thp:sometimes"), Problem::InvalidValue);
+}
+
+// ---- hugetlb (issue 14) ----
+
+#[test]
+fn hugetlb_page_sources() {
+    assert_eq!(Options::DEFAULT.hugetlb, Hugetlb::Off);
+    assert_eq!(Options::DEFAULT.arena_hugetlb, [None; ARENA_THP_MAX]);
+    assert_eq!(Options::DEFAULT.hugetlb_reserve, 0);
+    for (text, h) in [
+        ("off", Hugetlb::Off),
+        ("2M", Hugetlb::Pages2M),
+        ("2m", Hugetlb::Pages2M),
+        ("1G", Hugetlb::Pages1G),
+        ("1g", Hugetlb::Pages1G),
+    ] {
+        assert_eq!(good(&std::format!("hugetlb:{text}")).hugetlb, h);
+        assert_eq!(
+            good(&std::format!("arena.7.hugetlb:{text}")).arena_hugetlb[7],
+            Some(h)
+        );
+    }
+    assert_eq!(Hugetlb::Pages1G.page_size(), Some(HugePageSize::Size1G));
+    assert_eq!(Hugetlb::Off.page_size(), None);
+    for text in ["on", "4M", "2MiB", "inherit", "Off", "1"] {
+        assert_eq!(bad(&std::format!("hugetlb:{text}")), Problem::InvalidValue);
+    }
+    assert_eq!(bad("arena.1.hugetlb:4K"), Problem::InvalidValue);
+    assert_eq!(bad("arena.64.hugetlb:2M"), Problem::ArenaIndex);
+    assert_eq!(bad("arena.x.hugetlb:2M"), Problem::UnknownKey);
+    // Per arena, in any order relative to the global one; `inherit` undoes an override.
+    let o = good("arena.2.hugetlb:1G,hugetlb:2M,arena.3.hugetlb:off");
+    assert_eq!(o.hugetlb_for_arena(2), Hugetlb::Pages1G);
+    assert_eq!(o.hugetlb_for_arena(3), Hugetlb::Off);
+    assert_eq!(o.hugetlb_for_arena(4), Hugetlb::Pages2M);
+    assert_eq!(o.hugetlb_for_arena(64), Hugetlb::Pages2M);
+    assert_eq!(
+        good("arena.2.hugetlb:1G,arena.2.hugetlb:inherit").arena_hugetlb[2],
+        None
+    );
+    // The THP policy of the same arena is a separate option.
+    let o = good("arena.2.thp:never,arena.2.hugetlb:2M");
+    assert_eq!(o.arena_thp[2], Some(Thp::Never));
+    assert_eq!(o.arena_hugetlb[2], Some(Hugetlb::Pages2M));
+    assert_eq!(good("hugetlb_reserve:1G").hugetlb_reserve, 1 << 30);
+    assert_eq!(good("hugetlb_reserve:64MiB").hugetlb_reserve, 64 << 20);
+    assert_eq!(bad("hugetlb_reserve:lots"), Problem::InvalidValue);
+    // Written back as the parser reads them, per-arena values once per arena that has one.
+    let o = good("hugetlb:1G,arena.5.hugetlb:off,hugetlb_reserve:2G");
+    let items = written(&o);
+    assert!(items.contains(&String::from("hugetlb:1G")), "{items:?}");
+    assert!(
+        items.contains(&String::from("arena.5.hugetlb:off")),
+        "{items:?}"
+    );
+    assert!(
+        items.contains(&String::from("hugetlb_reserve:2GiB")),
+        "{items:?}"
+    );
+    assert_eq!(items.iter().filter(|i| i.contains(".hugetlb:")).count(), 1);
+    assert_eq!(good(&items.join(",")), o);
 }
 
 #[test]
@@ -761,7 +830,9 @@ fn confirm_conf_prints_sources_and_options() {
         hugealloc: opt.confirm_conf: true\n\
         hugealloc: opt.junk: false\n\
         hugealloc: opt.zero: false\n\
-        hugealloc: opt.check: cheap\n";
+        hugealloc: opt.check: cheap\n\
+        hugealloc: opt.hugetlb: off\n\
+        hugealloc: opt.hugetlb_reserve: 0\n";
     assert_eq!(text, want);
     // Without confirm_conf, nothing is printed.
     let mut n = 0;
@@ -776,7 +847,8 @@ fn write_options_of_the_defaults() {
         "narenas:0,tcache:true,tcache_max:32KiB,thp:madvise,thp_threshold:4MiB,\
          metadata_thp:default,dirty_decay_ms:10000,muzzy_decay_ms:0,dirty_max:0,\
          thp_collapse:false,background_thread:false,stats_print:false,stats_print_opts:,\
-         abort_conf:false,confirm_conf:false,junk:false,zero:false,check:cheap"
+         abort_conf:false,confirm_conf:false,junk:false,zero:false,check:cheap,\
+         hugetlb:off,hugetlb_reserve:0"
     );
     let o = good("arena.0.thp:always,arena.63.thp:inherit,arena.7.thp:never,dirty_max:1536KiB,tcache_max:4097");
     let items = written(&o);
@@ -863,6 +935,7 @@ fn conf_strategy() -> impl Strategy<Value = Vec<u8>> {
         proptest::sample::select(OPTION_TABLE.iter().map(|r| r.name).collect::<Vec<_>>())
             .prop_map(|s| s.as_bytes().to_vec()),
         (0usize..80).prop_map(|i| std::format!("arena.{i}.thp").into_bytes()),
+        (0usize..80).prop_map(|i| std::format!("arena.{i}.hugetlb").into_bytes()),
         proptest::sample::select(std::vec![
             ":",
             ",",
@@ -882,6 +955,8 @@ fn conf_strategy() -> impl Strategy<Value = Vec<u8>> {
             "64k",
             "2MiB",
             "1G",
+            "2M",
+            "off",
             "99999999999999999999",
             "J",
             "gmd",
@@ -906,6 +981,9 @@ fn in_range(o: &Options) -> bool {
             }
             (Kind::Bool, Value::Bool(_)) | (Kind::Thp, Value::Thp(_)) => true,
             (Kind::ArenaThp, Value::ArenaThp(_)) | (Kind::Check, Value::Check(_)) => true,
+            (Kind::Hugetlb, Value::Hugetlb(_)) | (Kind::ArenaHugetlb, Value::ArenaHugetlb(_)) => {
+                true
+            }
             _ => false,
         })
     })

@@ -1,0 +1,873 @@
+//! Explicit huge pages: the hugetlb page source (`hugealloc::hugetlb`) and the `os` functions
+//! under it, checked against what the kernel recorded: the pool counters in
+//! `/sys/kernel/mm/hugepages/hugepages-*/` and `KernelPageSize` / `Private_Hugetlb` of the
+//! mapping in `/proc/self/smaps`.
+//!
+//! The tests resize the system's pools, so they need root and a kernel with hugetlbfs; where
+//! the pool cannot be set they print why and skip. Each test holds `PoolLock` (a mutex within
+//! this binary and an `flock` across processes, so two runs of this binary do not fight over
+//! the pools) and a `PoolGuard` per pool it resizes, which puts the old size back when the test
+//! ends, panics included. Pools stay small: a few 2 MiB pages, at most one 1 GiB page.
+
+use hugealloc::hugetlb::{Backing, Cause, Chunks, HugetlbSource};
+use hugealloc::os::{self, HugePageSize};
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard};
+
+const CHUNK: usize = 2 << 20;
+const GIB: usize = 1 << 30;
+
+// ---- pool control ---------------------------------------------------------------------------
+
+/// Serialises the tests that resize pools, within this binary and across processes.
+struct PoolLock {
+    _inner: MutexGuard<'static, ()>,
+    fd: i32,
+}
+
+static IN_PROCESS: Mutex<()> = Mutex::new(());
+
+impl PoolLock {
+    fn take() -> PoolLock {
+        let inner = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+        let path = c"/tmp/hugealloc-hugetlb-tests.lock";
+        // SAFETY: open with a NUL-terminated path; flock on the descriptor it returned.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o666) };
+        assert!(fd >= 0, "cannot open the pool lock file");
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::flock(fd, libc::LOCK_EX) }, 0);
+        PoolLock { _inner: inner, fd }
+    }
+}
+
+impl Drop for PoolLock {
+    fn drop(&mut self) {
+        // SAFETY: closing our descriptor releases the flock.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+fn nr_path(size: HugePageSize) -> String {
+    format!("{}nr_hugepages", size.sysfs_dir())
+}
+
+/// Restores a pool's `nr_hugepages` when dropped.
+struct PoolGuard {
+    size: HugePageSize,
+    old: u64,
+}
+
+impl PoolGuard {
+    /// Sets the pool of `size` to `pages` pages; `Err` with the reason where that cannot be
+    /// done (not root, no such pool, the kernel found fewer free pages).
+    fn set(size: HugePageSize, pages: u64) -> Result<PoolGuard, String> {
+        let Some(pool) = os::hugetlb_pool(size) else {
+            return Err(format!("no {} hugetlb pool here", size.name()));
+        };
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("not root: cannot resize the hugetlb pools".into());
+        }
+        let guard = PoolGuard {
+            size,
+            old: pool.total,
+        };
+        std::fs::write(nr_path(size), format!("{pages}\n"))
+            .map_err(|e| format!("writing {}: {e}", nr_path(size)))?;
+        let got = os::hugetlb_pool(size).map_or(0, |p| p.total);
+        if got != pages {
+            // The guard restores the old size.
+            return Err(format!(
+                "asked for {pages} {} pages, the kernel found {got} (fragmented memory?)",
+                size.name()
+            ));
+        }
+        Ok(guard)
+    }
+}
+
+impl Drop for PoolGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::write(nr_path(self.size), format!("{}\n", self.old));
+        let now = os::hugetlb_pool(self.size).map_or(0, |p| p.total);
+        if now != self.old {
+            eprintln!(
+                "warning: the {} pool could not be restored to {} pages (now {now}): pages still mapped?",
+                self.size.name(),
+                self.old
+            );
+        }
+    }
+}
+
+/// The hugetlb ranges a test still holds, unmapped when it ends (also on a panic) so that the
+/// pool can shrink back: declare it after the `PoolGuard`, so it drops first.
+#[derive(Default)]
+struct Held(Vec<(usize, usize)>);
+
+impl Held {
+    /// Records `c` (ordinary chunks are not recorded: the chunk source keeps those).
+    fn hold(&mut self, c: Chunks) -> Chunks {
+        if c.backing.is_hugetlb() && !c.backing.is_reserve() {
+            self.0.push((c.addr, c.nchunks * CHUNK));
+        }
+        c
+    }
+
+    /// Records a range (the reserve).
+    fn hold_range(&mut self, addr: usize, len: usize) {
+        self.0.push((addr, len));
+    }
+
+    /// Gives `c` back to `s` and forgets the ranges it covers; returns what `give_back` did.
+    fn give_back(&mut self, s: &HugetlbSource, c: Chunks) -> usize {
+        let (lo, hi) = (c.addr, c.addr + c.nchunks * CHUNK);
+        let mut kept = Vec::new();
+        for &(a, len) in &self.0 {
+            // Keep the parts of held ranges outside [lo, hi).
+            if a + len <= lo || a >= hi {
+                kept.push((a, len));
+                continue;
+            }
+            if a < lo {
+                kept.push((a, lo - a));
+            }
+            if a + len > hi {
+                kept.push((hi, a + len - hi));
+            }
+        }
+        self.0 = kept;
+        s.give_back(c)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        for &(a, len) in &self.0 {
+            os::unmap(a as *mut u8, len);
+        }
+    }
+}
+
+/// The pool set to `pages`, or `None` after printing why the test skips.
+fn pool_or_skip(test: &str, size: HugePageSize, pages: u64) -> Option<PoolGuard> {
+    match PoolGuard::set(size, pages) {
+        Ok(g) => Some(g),
+        Err(why) => {
+            eprintln!("{test}: skipped: {why}");
+            None
+        }
+    }
+}
+
+fn pool(size: HugePageSize) -> os::HugetlbPool {
+    os::hugetlb_pool(size).expect("the pool was there a moment ago")
+}
+
+// ---- what the kernel recorded ---------------------------------------------------------------
+
+/// `KernelPageSize`, `Private_Hugetlb` and `Shared_Hugetlb` (kB) of the mapping holding `addr`.
+#[derive(Debug, Default)]
+struct Mapping {
+    kernel_page_kb: u64,
+    private_hugetlb_kb: u64,
+    shared_hugetlb_kb: u64,
+}
+
+impl Mapping {
+    /// The mapping's resident hugetlb pages, kB. smaps splits them into private and shared by
+    /// the kernel's guess of whether a page is mapped by more than one process
+    /// (`folio_maybe_mapped_shared`), which can say shared for a page of a private mapping that
+    /// only this process maps; the tests check the sum.
+    fn hugetlb_kb(&self) -> u64 {
+        self.private_hugetlb_kb + self.shared_hugetlb_kb
+    }
+}
+
+fn mapping_of(addr: usize) -> Mapping {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut inside = false;
+    let mut found = false;
+    let mut m = Mapping::default();
+    let kb = |v: &str| -> u64 { v.trim().trim_end_matches("kB").trim().parse().unwrap() };
+    for line in smaps.lines() {
+        if let Some((range, _)) = line.split_once(' ') {
+            if let Some((lo, hi)) = range.split_once('-') {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    if found {
+                        break;
+                    }
+                    inside = lo <= addr && addr < hi;
+                    found = inside;
+                    continue;
+                }
+            }
+        }
+        if inside {
+            if let Some(v) = line.strip_prefix("KernelPageSize:") {
+                m.kernel_page_kb = kb(v);
+            } else if let Some(v) = line.strip_prefix("Private_Hugetlb:") {
+                m.private_hugetlb_kb = kb(v);
+            } else if let Some(v) = line.strip_prefix("Shared_Hugetlb:") {
+                m.shared_hugetlb_kb = kb(v);
+            }
+        }
+    }
+    assert!(found, "no mapping holds {addr:#x}");
+    m
+}
+
+fn fill(addr: usize, len: usize, byte: u8) {
+    // SAFETY: callers pass chunks they own, mapped read-write.
+    unsafe { std::ptr::write_bytes(addr as *mut u8, byte, len) };
+}
+
+fn all_equal(addr: usize, len: usize, byte: u8) -> bool {
+    // SAFETY: as in `fill`.
+    let s = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+    s.iter().all(|&b| b == byte)
+}
+
+fn take(s: &HugetlbSource, want: Option<HugePageSize>, n: usize) -> Chunks {
+    let mut left = Chunks::NONE;
+    let got = s.take(want, n, 1, &mut left);
+    assert_ne!(got.addr, 0, "a take failed while ordinary memory is there");
+    assert_eq!(got.addr % CHUNK, 0);
+    assert_eq!(got.nchunks, n);
+    got
+}
+
+// ---- tests ----------------------------------------------------------------------------------
+
+#[test]
+fn pool_counters_follow_the_kernel() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("pool_counters_follow_the_kernel", size, 4) else {
+        return;
+    };
+    assert_eq!(
+        pool(size),
+        os::HugetlbPool {
+            total: 4,
+            free: 4,
+            reserved: 0
+        }
+    );
+    let p = os::map_hugetlb(2 * CHUNK, size, CHUNK).expect("4 free pages, 2 asked");
+    // Reserved at mmap, faulted lazily.
+    assert_eq!((pool(size).free, pool(size).reserved), (4, 2));
+    fill(p as usize, 1, 7);
+    assert_eq!((pool(size).free, pool(size).reserved), (3, 1));
+    assert_eq!(pool(size).available(), 2);
+    os::unmap(p, 2 * CHUNK);
+    assert_eq!((pool(size).free, pool(size).reserved), (4, 0));
+    // More than the pool has: refused at once with ENOMEM, errno untouched.
+    os::set_errno(1234);
+    assert_eq!(os::map_hugetlb(5 * CHUNK, size, CHUNK), Err(libc::ENOMEM));
+    assert_eq!(os::errno(), 1234);
+}
+
+#[test]
+fn an_8_mib_run_from_the_2m_pool_lies_in_2m_hugetlb_pages() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("8 MiB from the 2M pool", size, 8) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    let mut held = Held::default();
+    let got = held.hold(take(&s, Some(size), 4));
+    assert_eq!(got.backing, Backing::Pages2M);
+    assert!(!got.dirty);
+    assert!(all_equal(got.addr, 4 * CHUNK, 0), "fresh pages are zero");
+    fill(got.addr, 4 * CHUNK, 0x5c);
+    let m = mapping_of(got.addr);
+    assert_eq!(m.kernel_page_kb, 2048, "{m:?}");
+    assert_eq!(m.hugetlb_kb(), 8192, "{m:?}");
+    assert_eq!(
+        pool(size).free,
+        4,
+        "HugePages_Free fell by the 4 pages touched"
+    );
+    assert_eq!(s.stats.mapped_bytes.load(Ordering::Relaxed), 8 << 20);
+    assert_eq!(s.stats.fallbacks.load(Ordering::Relaxed), 0);
+
+    // A 2 MiB page is one chunk: one goes back to the pool by itself.
+    let one = Chunks {
+        addr: got.addr + 3 * CHUNK,
+        nchunks: 1,
+        ..got
+    };
+    assert_eq!(held.give_back(&s, one), CHUNK);
+    assert_eq!(pool(size).free, 5);
+    assert!(
+        all_equal(got.addr, 3 * CHUNK, 0x5c),
+        "the others are intact"
+    );
+    assert_eq!(held.give_back(&s, Chunks { nchunks: 3, ..got }), 3 * CHUNK);
+    assert_eq!(pool(size).free, 8);
+    assert_eq!(s.stats.mapped_bytes.load(Ordering::Relaxed), 0);
+    assert_eq!(s.stats.returned_bytes.load(Ordering::Relaxed), 8 << 20);
+}
+
+#[test]
+fn a_run_with_a_larger_alignment_is_aligned() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("aligned run", size, 4) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    let mut held = Held::default();
+    let mut left = Chunks::NONE;
+    let got = held.hold(s.take(Some(size), 2, 8, &mut left));
+    assert_eq!(got.backing, Backing::Pages2M);
+    assert_eq!(got.addr % (8 * CHUNK), 0);
+    assert_eq!(left.nchunks, 0);
+    fill(got.addr, 2 * CHUNK, 1);
+    assert_eq!(mapping_of(got.addr).kernel_page_kb, 2048);
+    assert_eq!(pool(size).free, 2, "only the pages asked for were taken");
+    held.give_back(&s, got);
+    assert_eq!(pool(size).free, 4);
+}
+
+#[test]
+fn a_chunk_from_the_1g_pool_lies_in_a_1g_page_carved_into_512_chunks() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size1G;
+    let old = os::hugetlb_pool(size).map_or(0, |p| p.total);
+    let Some(_pool) = pool_or_skip("1G pool", size, old + 1) else {
+        return;
+    };
+    let free_before = pool(size).free;
+    let s = HugetlbSource::new();
+    let mut held = Held::default();
+    let mut left = Chunks::NONE;
+    let got = s.take(Some(size), 1, 1, &mut left);
+    held.hold(Chunks {
+        nchunks: 512,
+        ..got
+    });
+    assert_eq!(got.backing, Backing::Pages1G);
+    assert_eq!(
+        got.addr % GIB,
+        0,
+        "a 1 GiB hugetlb mapping is 1 GiB aligned"
+    );
+    assert_eq!(
+        left,
+        Chunks {
+            addr: got.addr + CHUNK,
+            nchunks: 511,
+            backing: Backing::Pages1G,
+            dirty: false
+        },
+        "the rest of the page goes to the same caller"
+    );
+    fill(got.addr, CHUNK, 3);
+    fill(left.addr + 510 * CHUNK, CHUNK, 4);
+    let m = mapping_of(got.addr);
+    assert_eq!(m.kernel_page_kb, 1048576, "{m:?}");
+    assert_eq!(m.hugetlb_kb(), 1048576, "{m:?}");
+    assert_eq!(pool(size).free, free_before - 1);
+    let page = Chunks {
+        nchunks: 512,
+        ..got
+    };
+    assert_eq!(held.give_back(&s, page), GIB);
+    assert_eq!(pool(size).free, free_before);
+}
+
+#[test]
+fn an_empty_pool_falls_back_to_ordinary_memory_counted_and_warned_once() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("empty pool", size, 0) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    let mut seen = Vec::new();
+    for n in [1, 4, 1, 2, 1] {
+        let got = take(&s, Some(size), n);
+        assert_eq!(got.backing, Backing::Ordinary);
+        fill(got.addr, n * CHUNK, 9);
+        assert_eq!(mapping_of(got.addr).kernel_page_kb, 4, "ordinary pages");
+        seen.push(got);
+    }
+    assert_eq!(s.stats.fallbacks.load(Ordering::Relaxed), 5);
+    assert_eq!(
+        s.stats.fallback_bytes.load(Ordering::Relaxed),
+        9 * CHUNK as u64
+    );
+    assert_eq!(
+        Cause::from_u8(s.stats.last_cause.load(Ordering::Relaxed)),
+        Cause::Empty
+    );
+    assert!(s.warned());
+    assert_eq!(s.stats.mapped_bytes.load(Ordering::Relaxed), 0);
+    // Fallback chunks are ordinary: give_back refuses them (the arena purges those itself).
+    assert_eq!(s.give_back(seen[0]), 0);
+}
+
+/// Runs `f` in a forked child whose stderr goes to a pipe; returns the child's exit status
+/// and what it wrote. The child allocates nothing through the test's allocator.
+fn in_child_capturing_stderr(f: impl FnOnce() -> bool) -> (i32, String) {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe fills the two-element array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child only calls the source, writes to descriptors and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: redirect stderr into the pipe, then leave without running destructors.
+        unsafe {
+            libc::dup2(fds[1], 2);
+            libc::_exit(if f() { 0 } else { 1 });
+        }
+    }
+    // SAFETY: close our copy of the write end; read the rest; wait for the child.
+    unsafe { libc::close(fds[1]) };
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: reads into the local buffer.
+        let n = unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n as usize]);
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child; closes our descriptor.
+    unsafe {
+        libc::close(fds[0]);
+        libc::waitpid(pid, &mut status, 0);
+    }
+    (status, String::from_utf8_lossy(&out).into_owned())
+}
+
+#[test]
+fn the_fallback_warning_names_the_cause_and_appears_once() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("fallback warning", size, 0) else {
+        return;
+    };
+    let (status, err) = in_child_capturing_stderr(|| {
+        let s = HugetlbSource::new();
+        let mut ok = true;
+        for _ in 0..4 {
+            let mut left = Chunks::NONE;
+            ok &= s.take(Some(size), 1, 1, &mut left).addr != 0;
+        }
+        ok && s.stats.fallbacks.load(Ordering::Relaxed) == 4
+    });
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    assert_eq!(err.matches("hugealloc: ").count(), 1, "one warning: {err}");
+    assert!(
+        err.contains("hugetlb:2M: the 2M hugetlb pool is empty"),
+        "{err}"
+    );
+    assert!(
+        err.contains("echo N > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_pool_smaller_than_the_demand_serves_what_it_can_then_falls_back() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("small pool", size, 3) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    // Four chunks at once do not fit in three pages: all four come from ordinary memory.
+    let big = take(&s, Some(size), 4);
+    assert_eq!(big.backing, Backing::Ordinary);
+    assert_eq!(
+        Cause::from_u8(s.stats.last_cause.load(Ordering::Relaxed)),
+        Cause::TooSmall
+    );
+    let mut held = Held::default();
+    let backings: Vec<Backing> = (0..5)
+        .map(|_| {
+            let c = held.hold(take(&s, Some(size), 1));
+            fill(c.addr, CHUNK, 1);
+            c.backing
+        })
+        .collect();
+    assert_eq!(
+        backings,
+        [
+            Backing::Pages2M,
+            Backing::Pages2M,
+            Backing::Pages2M,
+            Backing::Ordinary,
+            Backing::Ordinary
+        ]
+    );
+    assert_eq!(s.stats.fallbacks.load(Ordering::Relaxed), 3);
+    assert_eq!(pool(size).free, 0);
+    assert_eq!(
+        s.stats.mapped_bytes.load(Ordering::Relaxed),
+        3 * CHUNK as u64
+    );
+}
+
+#[test]
+fn the_reserve_is_prefaulted_and_its_chunks_are_reused() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("reserve", size, 6) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    let r = s.take_reserve(size, 8 << 20);
+    let mut held = Held::default();
+    if let Some((base, nchunks, _)) = s.reserve_range() {
+        held.hold_range(base, nchunks * CHUNK);
+    }
+    assert_eq!((r.bytes, r.cause), (8 << 20, Cause::None));
+    // Pre-faulted: the pages left the free pool at once; nothing is merely promised.
+    assert_eq!((pool(size).free, pool(size).reserved), (2, 0));
+    let (base, nchunks, rsize) = s.reserve_range().unwrap();
+    assert_eq!((nchunks, rsize), (4, size));
+    assert_eq!(mapping_of(base).hugetlb_kb(), 8192);
+    // A second reserve changes nothing.
+    assert_eq!(s.take_reserve(size, 64 << 20).bytes, 8 << 20);
+
+    // A request of either page size takes reserve chunks first.
+    let a = take(&s, Some(HugePageSize::Size1G), 1);
+    assert_eq!(a.backing, Backing::Reserve2M);
+    assert_eq!(a.addr, base);
+    assert!(!a.dirty && all_equal(a.addr, CHUNK, 0));
+    fill(a.addr, CHUNK, 0xab);
+    let b = take(&s, Some(size), 3);
+    assert_eq!((b.backing, b.addr), (Backing::Reserve2M, base + CHUNK));
+    assert_eq!(s.stats.reserve_free_bytes.load(Ordering::Relaxed), 0);
+
+    // Given back, a reserve chunk stays mapped (never returned piecemeal) and is reused,
+    // marked dirty: it holds the old data.
+    assert_eq!(s.give_back(Chunks { dirty: true, ..a }), 0);
+    assert_eq!(pool(size).free, 2, "nothing went back to the pool");
+    let again = take(&s, Some(size), 1);
+    assert_eq!(
+        (again.addr, again.backing, again.dirty),
+        (base, Backing::Reserve2M, true)
+    );
+    assert!(all_equal(again.addr, CHUNK, 0xab));
+
+    // The reserve exhausted, fresh pages come from the pool.
+    let fresh = held.hold(take(&s, Some(size), 1));
+    assert_eq!(fresh.backing, Backing::Pages2M);
+    assert_eq!(s.stats.reserve_bytes.load(Ordering::Relaxed), 8 << 20);
+    assert_eq!(s.stats.mapped_bytes.load(Ordering::Relaxed), 10 << 20);
+    assert_eq!(s.stats.fallbacks.load(Ordering::Relaxed), 0);
+    // The reserve is the source's for the life of the process; `held` unmaps it here so the
+    // pool can shrink back when the guard restores it.
+}
+
+#[test]
+fn a_reserve_larger_than_the_pool_takes_what_the_pool_has() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("reserve shortfall", size, 2) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    let r = s.take_reserve(size, 8 << 20);
+    let mut held = Held::default();
+    if let Some((base, nchunks, _)) = s.reserve_range() {
+        held.hold_range(base, nchunks * CHUNK);
+    }
+    assert_eq!((r.bytes, r.cause), (4 << 20, Cause::TooSmall));
+    assert_eq!(pool(size).free, 0);
+    let (_, nchunks, _) = s.reserve_range().unwrap();
+    assert_eq!(nchunks, 2);
+}
+
+/// Forks; the child checks `addr..addr+len` holds `old`, writes `new` and checks it, and
+/// exits 0 on success. Returns the wait status.
+fn fork_and_rewrite(addr: usize, len: usize, old: u8, new: u8) -> i32 {
+    // SAFETY: the child touches only the given range and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let ok_read = all_equal(addr, len, old);
+        fill(addr, len, new);
+        let ok_write = all_equal(addr, len, new);
+        // SAFETY: leaves the child at once.
+        unsafe { libc::_exit(if ok_read && ok_write { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    status
+}
+
+#[test]
+fn a_fork_child_reads_and_writes_inherited_hugetlb_memory() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("fork", size, 6) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    let mut held = Held::default();
+    let got = held.hold(take(&s, Some(size), 2));
+    assert_eq!(got.backing, Backing::Pages2M);
+    fill(got.addr, 2 * CHUNK, 0x11);
+    // Free pages in the pool for the child's copy-on-write copies: it may read and write.
+    let status = fork_and_rewrite(got.addr, 2 * CHUNK, 0x11, 0x22);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status:#x}"
+    );
+    assert!(
+        all_equal(got.addr, 2 * CHUNK, 0x11),
+        "private mapping: the child's writes stay in the child"
+    );
+    fill(got.addr, 2 * CHUNK, 0x33);
+    assert_eq!(
+        pool(size).free,
+        4,
+        "the child's copies went back to the pool"
+    );
+    held.give_back(&s, got);
+}
+
+#[test]
+fn a_fork_child_that_writes_with_the_pool_exhausted_gets_sigbus() {
+    // The documented hazard of private hugetlb mappings (docs/hugetlb.md, "fork"): the child
+    // reads inherited memory freely, but its first write to a page must copy it, and with no
+    // free page in the pool the kernel sends SIGBUS. This test pins that behaviour down.
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("fork with the pool exhausted", size, 1) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    let mut held = Held::default();
+    let got = held.hold(take(&s, Some(size), 1));
+    assert_eq!(got.backing, Backing::Pages2M);
+    fill(got.addr, CHUNK, 0x44);
+    assert_eq!(pool(size).free, 0);
+    let status = fork_and_rewrite(got.addr, CHUNK, 0x44, 0x55);
+    assert!(
+        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGBUS,
+        "child status {status:#x}"
+    );
+    assert!(all_equal(got.addr, CHUNK, 0x44), "the parent is unharmed");
+    held.give_back(&s, got);
+}
+
+// ---- the options, end to end ----------------------------------------------------------------
+
+const OPT_CHILD: &str = "HUGEALLOC_HUGETLB_TEST_CHILD";
+
+#[test]
+fn the_hugetlb_options_read_back_through_ctl() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "opt_child", "--ignored", "--nocapture"])
+        .env(OPT_CHILD, "1")
+        .env(
+            "HUGEALLOC_CONF",
+            "hugetlb:1G,arena.3.hugetlb:off,arena.5.hugetlb:2M,hugetlb_reserve:64M",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("opt values checked"), "{stdout}");
+}
+
+#[test]
+#[ignore = "a helper: the_hugetlb_options_read_back_through_ctl runs it in a child process"]
+fn opt_child() {
+    use hugealloc::ctl::{self, CtlError, CtlValue};
+    if std::env::var(OPT_CHILD).is_err() {
+        return;
+    }
+    let s = |name: &str| match ctl::read(name) {
+        Ok(CtlValue::Str(v)) => v.to_str().unwrap().to_string(),
+        other => panic!("{name}: {other:?}"),
+    };
+    assert_eq!(s("opt.hugetlb"), "1G");
+    assert_eq!(s("opt.arena.3.hugetlb"), "off");
+    assert_eq!(s("opt.arena.5.hugetlb"), "2M");
+    assert_eq!(s("opt.arena.4.hugetlb"), "inherit");
+    assert!(matches!(
+        ctl::read("opt.hugetlb_reserve"),
+        Ok(CtlValue::Size(n)) if n == 64 << 20
+    ));
+    assert!(matches!(
+        ctl::read("opt.arena.64.hugetlb"),
+        Err(CtlError::NotFound)
+    ));
+    println!("opt values checked");
+}
+
+#[test]
+fn the_reserve_follows_the_options() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("reserve from the options", size, 3) else {
+        return;
+    };
+    // In a child: the process's own source is taken once, and the child's exit gives the
+    // reserve back to the pool.
+    let (status, err) = in_child_capturing_stderr(|| {
+        let mut opts = hugealloc::config::Options::DEFAULT;
+        opts.apply_with(
+            b"hugetlb:2M,hugetlb_reserve:4M",
+            hugealloc::config::Source::Api,
+            &mut |_| {},
+        );
+        let got = hugealloc::hugetlb::start(&opts);
+        let range = hugealloc::hugetlb::HUGETLB.reserve_range();
+        got.bytes == 4 << 20
+            && got.cause == Cause::None
+            && matches!(range, Some((_, 2, HugePageSize::Size2M)))
+            && os::hugetlb_pool(size).is_some_and(|p| p.free == 1)
+    });
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status:#x}: {err}"
+    );
+    assert_eq!(
+        pool(size).free,
+        3,
+        "the child's reserve went back at its exit"
+    );
+}
+
+#[test]
+fn wipe_on_fork_is_refused_on_hugetlb_memory() {
+    // Why hugealloc keeps private hugetlb mappings across fork (docs/hugetlb.md, "fork"): the
+    // kernel refuses MADV_WIPEONFORK on hugetlb ranges, and MADV_DONTFORK would leave the child
+    // without its inherited heap.
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("wipe on fork", size, 1) else {
+        return;
+    };
+    let p = os::map_hugetlb(CHUNK, size, CHUNK).expect("one free page");
+    let mut held = Held::default();
+    held.hold_range(p as usize, CHUNK);
+    // SAFETY: madvise on our own mapping; errno read right after.
+    let (rc, err) = unsafe {
+        let rc = libc::madvise(p.cast(), CHUNK, libc::MADV_WIPEONFORK);
+        (rc, *libc::__errno_location())
+    };
+    assert_eq!((rc, err), (-1, libc::EINVAL));
+}
+
+#[test]
+fn a_parent_write_with_the_pool_exhausted_takes_the_page_from_the_child() {
+    // The other half of the hazard: the parent owns the mapping's reservation, so when its own
+    // copy-on-write finds the pool empty, the kernel unmaps the page from the child instead of
+    // failing the parent; the child dies at its next touch, even a read.
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("parent write with the pool exhausted", size, 1) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    let mut held = Held::default();
+    let got = held.hold(take(&s, Some(size), 1));
+    assert_eq!(got.backing, Backing::Pages2M);
+    fill(got.addr, CHUNK, 0x66);
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe fills the array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child waits for one byte, reads the inherited memory and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let mut b = 0u8;
+        // SAFETY: reads one byte into a local; then leaves at once.
+        unsafe {
+            libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+            libc::_exit(if all_equal(got.addr, CHUNK, 0x66) {
+                0
+            } else {
+                1
+            });
+        }
+    }
+    fill(got.addr, CHUNK, 0x77);
+    let mut status = 0;
+    // SAFETY: wake the child, wait for it, close our descriptors.
+    unsafe {
+        libc::write(fds[1], [1u8].as_ptr().cast(), 1);
+        libc::waitpid(pid, &mut status, 0);
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    // SIGBUS on 6.18 (the kernel's reservation notes speak of SIGKILL on older ones).
+    assert!(
+        libc::WIFSIGNALED(status) && matches!(libc::WTERMSIG(status), libc::SIGBUS | libc::SIGKILL),
+        "child status {status:#x}"
+    );
+    assert!(
+        all_equal(got.addr, CHUNK, 0x77),
+        "the parent wrote without a fault"
+    );
+    held.give_back(&s, got);
+}
+
+#[test]
+fn the_fork_headroom_check_compares_mapped_pages_with_the_pool() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = pool_or_skip("fork headroom", size, 4) else {
+        return;
+    };
+    let s = HugetlbSource::new();
+    assert!(s.fork_headroom(), "nothing mapped, nothing needed");
+    let mut held = Held::default();
+    let a = held.hold(take(&s, Some(size), 2));
+    fill(a.addr, 2 * CHUNK, 1);
+    assert_eq!(s.stats.mapped_by_size[0].load(Ordering::Relaxed), 4 << 20);
+    assert!(s.fork_headroom(), "2 mapped, 2 available");
+    let b = held.hold(take(&s, Some(size), 1));
+    assert_eq!(b.backing, Backing::Pages2M);
+    let (status, err) = in_child_capturing_stderr(|| !s.fork_headroom() && !s.fork_headroom());
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status:#x}: {err}"
+    );
+    assert_eq!(err.matches("hugealloc: ").count(), 1, "warned once: {err}");
+    assert!(
+        err.contains("fork with 3 hugetlb pages of 2M mapped and 1 available in the pool"),
+        "{err}"
+    );
+    held.give_back(&s, b);
+    assert!(s.fork_headroom(), "2 mapped, 2 available again");
+    assert_eq!(s.stats.mapped_by_size[0].load(Ordering::Relaxed), 4 << 20);
+}
+
+#[test]
+fn the_probe_says_whether_a_page_can_be_had() {
+    let _lock = PoolLock::take();
+    let size = HugePageSize::Size2M;
+    {
+        let Some(_pool) = pool_or_skip("probe, empty pool", size, 0) else {
+            return;
+        };
+        assert_eq!(hugealloc::hugetlb::probe(size), Err(Cause::Empty));
+    }
+    let Some(_pool) = pool_or_skip("probe, one page", size, 1) else {
+        return;
+    };
+    assert_eq!(hugealloc::hugetlb::probe(size), Ok(()));
+    assert_eq!(pool(size).free, 1, "the probe gave its page back");
+}
