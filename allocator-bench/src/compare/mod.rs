@@ -78,6 +78,9 @@ struct Options {
     out: PathBuf,
     warmup: bool,
     build: bool,
+    /// `--extra NAME=LIB,...`: more configurations preloading a given library (for example
+    /// an older `libhugealloc.so`, to measure a change before and after in one run).
+    extra: Vec<Config>,
 }
 
 fn options(args: &Args) -> Result<Options, String> {
@@ -89,6 +92,7 @@ fn options(args: &Args) -> Result<Options, String> {
         "no-warmup",
         "no-build",
         "allocators",
+        "extra",
     ])?;
     let list = |k: &str| {
         args.value(k).map(|v| {
@@ -109,11 +113,39 @@ fn options(args: &Args) -> Result<Options, String> {
         ),
         warmup: !args.has("no-warmup"),
         build: !args.has("no-build"),
+        extra: match list("extra") {
+            None => Vec::new(),
+            Some(items) => items
+                .iter()
+                .map(|item| extra_config(item))
+                .collect::<Result<_, _>>()?,
+        },
     };
     if o.reps == 0 || o.scale <= 0.0 || !o.scale.is_finite() {
         return Err("--reps must be at least 1 and --size-scale positive".to_string());
     }
     Ok(o)
+}
+
+/// One `--extra` item, `NAME=LIB`: a configuration preloading `LIB` with no environment.
+fn extra_config(item: &str) -> Result<Config, String> {
+    let Some((name, lib)) = item.split_once('=') else {
+        return Err(format!("--extra {item}: expected NAME=LIB"));
+    };
+    let lib = PathBuf::from(lib);
+    if name.is_empty() || !lib.is_file() {
+        return Err(format!(
+            "--extra {item}: no name, or {} is not a file",
+            lib.display()
+        ));
+    }
+    // The name lives for the whole run; leaking one string per item is the simplest owner.
+    let name: &'static str = Box::leak(name.to_string().into_boxed_str());
+    Ok(Config {
+        name,
+        preload: Some(lib),
+        env: vec![],
+    })
 }
 
 /// `n * scale`, at least 1.
@@ -465,6 +497,7 @@ pub fn run(args: &Args) -> Result<(), String> {
     std::fs::create_dir_all(&ctx.tmp).map_err(|e| e.to_string())?;
 
     let mut configs = configs(&target);
+    configs.extend(o.extra.iter().cloned());
     if let Some(only) = &o.allocators {
         configs.retain(|c| c.name == "glibc" || only.iter().any(|a| a == c.name));
     }
@@ -575,6 +608,17 @@ pub fn run(args: &Args) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_configuration_items() {
+        let lib = std::env::current_exe().unwrap();
+        let c = extra_config(&format!("old={}", lib.display())).unwrap();
+        assert_eq!(c.name, "old");
+        assert_eq!(c.preload.as_deref(), Some(lib.as_path()));
+        assert!(extra_config("no-equals-sign").is_err());
+        assert!(extra_config(&format!("={}", lib.display())).is_err());
+        assert!(extra_config("x=/no/such/lib.so").is_err());
+    }
 
     #[test]
     fn workload_output_checks() {
