@@ -11,9 +11,18 @@
 #      cache on, which `check:full` turns off; about 1.5 min on 2 cores once built
 #      (producer_consumer is left out: over 2 min alone in a debug build);
 #   5. a bounded run of every fuzz target (scripts/fuzz-ci.sh; FUZZ_SECS, default 60 s each).
+# Before them, the lint gate: `cargo fmt --check` and `cargo clippy --workspace --all-targets
+# -D warnings` (the issues' "done when"), about 1 min once built.
 # HUGEALLOC_SKIP_FUZZ=1 skips step 5 (it installs cargo-fuzz on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== lint: rustfmt and clippy"
+if ! cargo clippy --version >/dev/null 2>&1 || ! cargo fmt --version >/dev/null 2>&1; then
+  rustup component add clippy rustfmt
+fi
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
 
 echo "== cargo test --workspace --release"
 cargo test --workspace --release
