@@ -24,6 +24,10 @@ pub const ARENA_THP_MAX: usize = 64;
 pub const STATS_PRINT_OPTS_MAX: usize = 32;
 /// The letters `stats_print_opts` accepts (jemalloc's `malloc_stats_print` options).
 pub const STATS_PRINT_LETTERS: &[u8] = b"Jgmdablxeh";
+/// The longest `prof_prefix` accepted, and the bytes it may hold (a path). (heap profiling)
+pub const PROF_PREFIX_MAX: usize = 200;
+pub const PROF_PREFIX_CHARS: &[u8] =
+    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+~";
 /// The largest `tcache_max` accepted.
 pub const TCACHE_MAX_LIMIT: usize = 1792 << 10;
 /// The largest size any size option accepts (the largest Rust allocation).
@@ -88,6 +92,23 @@ pub struct Options {
     pub zero: bool,
     /// `check:full`: invariant scans, junk filling and redzones (see `alloc`'s debug path).
     pub check_full: bool,
+    // ---- heap profiling (`prof`): see `prof.rs`.
+    /// Whether heap profiling is on (fixed at start).
+    pub prof: bool,
+    /// Whether sampling starts active (`prof.active`).
+    pub prof_active: bool,
+    /// The mean sampling interval is `2^lg_prof_sample` bytes.
+    pub lg_prof_sample: usize,
+    /// Dump file names start with this; only the first `prof_prefix_len` bytes count.
+    pub prof_prefix: [u8; PROF_PREFIX_MAX],
+    pub prof_prefix_len: usize,
+    /// Whether a profile is dumped at exit.
+    pub prof_final: bool,
+    /// Whether live sampled memory is reported at exit.
+    pub prof_leak: bool,
+    /// A profile is dumped every `2^lg_prof_interval` bytes allocated; 0 = never.
+    pub lg_prof_interval: usize,
+    // ---- end of heap profiling fields.
 }
 
 /// Which option a row sets (private: rows are the public face).
@@ -112,6 +133,14 @@ enum Field {
     Junk,
     Zero,
     Check,
+    // ---- heap profiling
+    Prof,
+    ProfActive,
+    LgProfSample,
+    ProfPrefix,
+    ProfFinal,
+    ProfLeak,
+    LgProfInterval,
 }
 
 /// The type of an option's value and its range.
@@ -187,7 +216,7 @@ const SIZE_ANY: Kind = Kind::Size { max: SIZE_LIMIT };
 
 // One row per line of the table; rustfmt would spread each row over seven lines.
 #[rustfmt::skip]
-const ROWS: [OptionRow; 19] = [
+const ROWS: [OptionRow; 26] = [
     row("narenas", Field::Narenas, Kind::Count { max: NARENAS_MAX }, Value::Count(0),
         "Arenas threads are spread over; 0 = 4 per CPU."),
     row("tcache", Field::Tcache, Kind::Bool, Value::Bool(true),
@@ -228,10 +257,27 @@ const ROWS: [OptionRow; 19] = [
         "Zero every new block, as `calloc` does."),
     row("check", Field::Check, Kind::Check, Value::Check(cfg!(feature = "check")),
         "`full`: invariant scans, junk on free, redzones after small blocks (no thread cache)."),
+    // ---- heap profiling (`prof.rs`, `docs/profiling.md`)
+    row("prof", Field::Prof, Kind::Bool, Value::Bool(false),
+        "Heap profiling: sample allocations and record their stacks (fixed at start)."),
+    row("prof_active", Field::ProfActive, Kind::Bool, Value::Bool(true),
+        "Whether sampling starts active (`prof.active` switches it at run time)."),
+    row("lg_prof_sample", Field::LgProfSample, Kind::Count { max: 62 }, Value::Count(19),
+        "Sample on average one allocation every 2^N bytes (19: 512 KiB)."),
+    row("prof_prefix", Field::ProfPrefix,
+        Kind::Letters { allowed: PROF_PREFIX_CHARS, max_len: PROF_PREFIX_MAX },
+        Value::Letters(b"hugealloc"),
+        "Dump files are named `<prefix>.<pid>.<seq>.<kind>.heap` (kind: f at exit, i by interval, m on request)."),
+    row("prof_final", Field::ProfFinal, Kind::Bool, Value::Bool(false),
+        "Dump a profile at exit."),
+    row("prof_leak", Field::ProfLeak, Kind::Bool, Value::Bool(false),
+        "Report at exit the sampled memory never freed, with its largest stacks, and dump it."),
+    row("lg_prof_interval", Field::LgProfInterval, Kind::Count { max: 62 }, Value::Count(0),
+        "Dump a profile every 2^N bytes allocated (estimated from samples); 0 = never."),
 ];
 
 /// Every option, in the order `confirm_conf` and the documentation list them.
-pub static OPTION_TABLE: [OptionRow; 19] = ROWS;
+pub static OPTION_TABLE: [OptionRow; 26] = ROWS;
 
 /// The index of the `arena.<i>.thp` row.
 const ARENA_ROW: usize = 6;
@@ -264,6 +310,14 @@ const BLANK: Options = Options {
     junk: false,
     zero: false,
     check_full: false,
+    prof: false,
+    prof_active: false,
+    lg_prof_sample: 0,
+    prof_prefix: [0; PROF_PREFIX_MAX],
+    prof_prefix_len: 0,
+    prof_final: false,
+    prof_leak: false,
+    lg_prof_interval: 0,
 };
 
 /// `BLANK` with every row's default applied (every arena's for `arena.<i>.thp`).
@@ -302,6 +356,11 @@ impl Options {
     /// The `stats_print_opts` letters.
     pub fn stats_print_opts(&self) -> &[u8] {
         &self.stats_print_opts[..self.stats_print_opts_len.min(STATS_PRINT_OPTS_MAX)]
+    }
+
+    /// The `prof_prefix` bytes (a path prefix, without a NUL).
+    pub fn prof_prefix(&self) -> &[u8] {
+        &self.prof_prefix[..self.prof_prefix_len.min(PROF_PREFIX_MAX)]
     }
 
     /// `self` with `value` stored in `field` (arena `index` for `Field::ArenaThp`). A value of
@@ -344,6 +403,27 @@ impl Options {
             (Field::Junk, Value::Bool(v)) => self.junk = v,
             (Field::Zero, Value::Bool(v)) => self.zero = v,
             (Field::Check, Value::Check(v)) => self.check_full = v,
+            (Field::Prof, Value::Bool(v)) => self.prof = v,
+            (Field::ProfActive, Value::Bool(v)) => self.prof_active = v,
+            (Field::LgProfSample, Value::Count(v)) => self.lg_prof_sample = v,
+            (Field::ProfPrefix, Value::Letters(v)) => {
+                let mut buf = [0u8; PROF_PREFIX_MAX];
+                let len = if v.len() < buf.len() {
+                    v.len()
+                } else {
+                    buf.len()
+                };
+                let mut k = 0;
+                while k < len {
+                    buf[k] = v[k];
+                    k += 1;
+                }
+                self.prof_prefix = buf;
+                self.prof_prefix_len = len;
+            }
+            (Field::ProfFinal, Value::Bool(v)) => self.prof_final = v,
+            (Field::ProfLeak, Value::Bool(v)) => self.prof_leak = v,
+            (Field::LgProfInterval, Value::Count(v)) => self.lg_prof_interval = v,
             _ => {}
         }
         self
@@ -371,6 +451,13 @@ impl Options {
             Field::Junk => Value::Bool(self.junk),
             Field::Zero => Value::Bool(self.zero),
             Field::Check => Value::Check(self.check_full),
+            Field::Prof => Value::Bool(self.prof),
+            Field::ProfActive => Value::Bool(self.prof_active),
+            Field::LgProfSample => Value::Count(self.lg_prof_sample),
+            Field::ProfPrefix => Value::Letters(self.prof_prefix()),
+            Field::ProfFinal => Value::Bool(self.prof_final),
+            Field::ProfLeak => Value::Bool(self.prof_leak),
+            Field::LgProfInterval => Value::Count(self.lg_prof_interval),
         }
     }
 

@@ -77,6 +77,13 @@ fn field_number(f: Field) -> usize {
         Field::Junk => 16,
         Field::Zero => 17,
         Field::Check => 18,
+        Field::Prof => 19,
+        Field::ProfActive => 20,
+        Field::LgProfSample => 21,
+        Field::ProfPrefix => 22,
+        Field::ProfFinal => 23,
+        Field::ProfLeak => 24,
+        Field::LgProfInterval => 25,
     }
 }
 
@@ -98,6 +105,9 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(d.muzzy_decay_ms, 0);
     assert_eq!(d.dirty_max, 0);
     assert!(!d.thp_collapse && !d.background_thread && !d.stats_print);
+    assert!(!d.prof && d.prof_active && !d.prof_final && !d.prof_leak);
+    assert_eq!((d.lg_prof_sample, d.lg_prof_interval), (19, 0));
+    assert_eq!(d.prof_prefix(), b"hugealloc");
     assert_eq!(d.stats_print_opts(), b"");
     assert!(!d.abort_conf && !d.confirm_conf && !d.junk && !d.zero);
     assert_eq!(Options::default(), d);
@@ -105,12 +115,12 @@ fn defaults_are_the_documented_ones() {
 
 #[test]
 fn every_field_has_one_row() {
-    let mut seen = [0; 19];
+    let mut seen = [0; 26];
     for r in OPTION_TABLE.iter() {
         seen[field_number(r.field)] += 1;
     }
-    assert_eq!(seen, [1; 19]);
-    assert_eq!(OPTION_TABLE.len(), 19);
+    assert_eq!(seen, [1; 26]);
+    assert_eq!(OPTION_TABLE.len(), 26);
 }
 
 #[test]
@@ -784,7 +794,10 @@ fn confirm_conf_prints_sources_and_options() {
         hugealloc: opt.confirm_conf: true\n\
         hugealloc: opt.junk: false\n\
         hugealloc: opt.zero: false\n\
-        hugealloc: opt.check: cheap\n";
+        hugealloc: opt.check: cheap\n\
+         hugealloc: opt.prof: false\nhugealloc: opt.prof_active: true\nhugealloc: opt.lg_prof_sample: 19\n\
+         hugealloc: opt.prof_prefix: hugealloc\nhugealloc: opt.prof_final: false\nhugealloc: opt.prof_leak: false\n\
+         hugealloc: opt.lg_prof_interval: 0\n";
     assert_eq!(text, want);
     // Without confirm_conf, nothing is printed.
     let mut n = 0;
@@ -799,7 +812,7 @@ fn write_options_of_the_defaults() {
         "narenas:0,tcache:true,tcache_max:32KiB,thp:madvise,thp_threshold:4MiB,\
          metadata_thp:default,dirty_decay_ms:10000,muzzy_decay_ms:0,dirty_max:0,\
          thp_collapse:false,background_thread:false,stats_print:false,stats_print_opts:,\
-         abort_conf:false,confirm_conf:false,junk:false,zero:false,check:cheap"
+         abort_conf:false,confirm_conf:false,junk:false,zero:false,check:cheap,prof:false,prof_active:true,lg_prof_sample:19,prof_prefix:hugealloc,prof_final:false,prof_leak:false,lg_prof_interval:0"
     );
     let o = good("arena.0.thp:always,arena.63.thp:inherit,arena.7.thp:never,dirty_max:1536KiB,tcache_max:4097");
     let items = written(&o);
