@@ -23,11 +23,13 @@ pub fn malloc(size: usize) -> *mut u8 {
     if !tc.is_null() && size <= FAST_MAX {
         // SAFETY: the thread's own live cache.
         let t = unsafe { &mut *tc };
-        // Heap profiling: one subtraction and one branch (`prof`).
-        let Some(left) = t.prof_countdown.checked_sub(size as u64) else {
-            return alloc_sampled(tc, size, 1, false);
-        };
+        // Heap profiling (`prof`): one subtraction in memory and one branch on its borrow.
+        // The wrapped value is never used: the sampled path draws a new countdown.
+        let (left, ran_out) = t.prof_countdown.overflowing_sub(size as u64);
         t.prof_countdown = left;
+        if ran_out {
+            return alloc_sampled(tc, size, 1, false);
+        }
         let class = class_of(size);
         // class < NSMALL <= NBINS.
         let bin = &mut t.bins[class];
@@ -77,14 +79,15 @@ pub fn alloc_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
 
 /// The countdown ran out (`prof`): takes a sample if profiling says so, else allocates as
 /// usual. A sampled block gets a page run of its own, and the pointer lies `offset` bytes
-/// (16, or `align`) past the run's start, so it is never page aligned: every `free` of it
+/// (16, or `align` below a page; page-aligned requests are not sampled) past the run's
+/// start, so it is never page aligned: every `free` of it
 /// reaches `free_slow`, which asks `prof` (see `prof.rs`). A huge one is sampled in place.
 #[cold]
 #[inline(never)]
 fn alloc_sampled(tc: *mut crate::tcache::Tcache, size: usize, align: usize, zero: bool) -> *mut u8 {
     // SAFETY: the thread's own live cache (the caller read it from the thread's slot).
     let t = unsafe { &mut *tc };
-    if !crate::prof::countdown_expired(t, size) || align > crate::os::PAGE {
+    if !crate::prof::countdown_expired(t, size) || align >= crate::os::PAGE {
         return alloc_counted(size, align, zero);
     }
     let Some(class) = class_for(size, align) else {
@@ -404,7 +407,12 @@ unsafe fn cache_push(tc: *mut crate::tcache::Tcache, class: usize, p: *mut u8) -
 #[inline(always)]
 pub unsafe fn free_layout(p: *mut u8, size: usize, align: usize) {
     let tc = thread::tcache();
-    if !tc.is_null() && size <= FAST_MAX && (align <= 8 || (align <= 16 && size > 8)) {
+    // `sized_max` is FAST_MAX, or 0 under profiling: a sampled block is found in `free` only.
+    if !tc.is_null()
+        // SAFETY: the thread's own live cache (non-null checked first).
+        && size <= unsafe { (*tc).sized_max }
+        && (align <= 8 || (align <= 16 && size > 8))
+    {
         // SAFETY: the thread's own live cache; class_of(size) < NSMALL <= NBINS.
         if unsafe { cache_push(tc, class_of(size), p) } {
             return;
