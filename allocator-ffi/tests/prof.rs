@@ -13,16 +13,14 @@ use std::process::Command;
 
 /// Runs `prof_sites` preloaded with `conf` (plus `prof_prefix` in `dir`); returns stdout,
 /// stderr and the dump files written.
-fn run_sites(dir: &Path, conf: &str, arg: Option<&str>) -> (String, String, Vec<PathBuf>) {
+fn run_sites(dir: &Path, conf: &str, args: &[&str]) -> (String, String, Vec<PathBuf>) {
     let exe = compile_c("prof_sites", Mode::Preload, dir);
     let mut cmd = timed(120, &exe);
     cmd.env("LD_PRELOAD", build().so()).env(
         "HUGEALLOC_CONF",
         format!("{conf},prof_prefix:{}/h", dir.display()),
     );
-    if let Some(a) = arg {
-        cmd.arg(a);
-    }
+    cmd.args(args);
     let out = run_ok(&mut cmd, "prof_sites");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -49,7 +47,7 @@ fn truth(stdout: &str, site: &str) -> f64 {
 fn c_sites_within_15_percent_of_the_truth() {
     let dir = scratch("prof_accuracy");
     let (stdout, stderr, dumps) =
-        run_sites(&dir, "prof:true,prof_final:true,lg_prof_sample:12", None);
+        run_sites(&dir, "prof:true,prof_final:true,lg_prof_sample:12", &[]);
     assert_eq!(
         dumps.len(),
         1,
@@ -82,7 +80,7 @@ fn jeprof_reads_the_dump_and_names_the_top_site() {
         return;
     };
     let dir = scratch("prof_jeprof");
-    let (_, _, dumps) = run_sites(&dir, "prof:true,prof_final:true,lg_prof_sample:14", None);
+    let (_, _, dumps) = run_sites(&dir, "prof:true,prof_final:true,lg_prof_sample:14", &[]);
     let exe = dir.join("prof_sites-preload");
     let out = Command::new(jeprof)
         .args(["--text", "--show_bytes"])
@@ -112,7 +110,7 @@ fn jeprof_reads_the_dump_and_names_the_top_site() {
 #[test]
 fn prof_leak_names_the_leak_and_threads_and_fork_run() {
     let dir = scratch("prof_leak");
-    let (_, stderr, dumps) = run_sites(&dir, "prof:true,prof_leak:true", Some("fork"));
+    let (_, stderr, dumps) = run_sites(&dir, "prof:true,prof_leak:true", &["fork"]);
     assert!(stderr.contains("hugealloc: leak summary: "), "{stderr}");
     assert!(
         stderr.contains("hugealloc: leak detail: hugealloc profile "),
@@ -138,9 +136,73 @@ fn prof_leak_names_the_leak_and_threads_and_fork_run() {
 #[test]
 fn profiling_off_writes_nothing() {
     let dir = scratch("prof_off");
-    let (_, stderr, dumps) = run_sites(&dir, "prof:false,prof_final:true,prof_leak:true", None);
+    let (_, stderr, dumps) = run_sites(&dir, "prof:false,prof_final:true,prof_leak:true", &[]);
     assert!(dumps.is_empty(), "{dumps:?}");
     assert!(!stderr.contains("leak"), "{stderr}");
+}
+
+#[test]
+fn pprof_reads_the_protobuf_and_names_the_top_site() {
+    // `go tool pprof` (Debian golang-go) or google-pprof.
+    let tool: Vec<String> = if which("go").is_ok() {
+        vec!["go".into(), "tool".into(), "pprof".into()]
+    } else if which("google-pprof").is_ok() {
+        vec!["google-pprof".into()]
+    } else {
+        eprintln!("SKIPPED: neither go (Debian golang-go) nor google-pprof is installed");
+        return;
+    };
+    let dir = scratch("prof_pprof");
+    let pb = dir.join("p.pb");
+    let (stdout, stderr, _) = run_sites(
+        &dir,
+        "prof:true,lg_prof_sample:12",
+        &["dump", pb.to_str().unwrap()],
+    );
+    assert!(pb.is_file(), "{stdout}\n{stderr}");
+    let exe = dir.join("prof_sites-preload");
+    let out = Command::new(&tool[0])
+        .args(&tool[1..])
+        .args(["-top", "-sample_index=inuse_space", "-unit=B"])
+        .arg(&exe)
+        .arg(&pb)
+        .env("HOME", &dir)
+        .env("GOCACHE", dir.join("gocache"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Rows: flat flat% sum% cum cum% name; the first is the top site by flat bytes.
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(
+        rows.first()
+            .is_some_and(|r| r.last() == Some(&"grow_cache")),
+        "{text}"
+    );
+    let bytes = |site: &str| -> f64 {
+        let r = rows
+            .iter()
+            .find(|r| r.last() == Some(&site))
+            .unwrap_or_else(|| panic!("{site}:\n{text}"));
+        r[0].trim_end_matches('B').parse().unwrap()
+    };
+    // Values arrive scaled: within 15% of the truth.
+    for site in ["grow_cache", "parse"] {
+        let (est, want) = (bytes(site), truth(&stdout, site));
+        assert!(
+            (est - want).abs() / want < 0.15,
+            "{site}: {est} vs {want}\n{text}"
+        );
+    }
 }
 
 fn which(name: &str) -> Result<PathBuf, ()> {

@@ -2,6 +2,7 @@
  * grow_cache keeps 70% of the live bytes, parse 30%; leak_here leaks one block on purpose;
  * churn allocates and frees from threads (nothing of it stays live); with an argument
  * "fork", a child allocates too and exits. Prints the true live bytes of each site. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,16 @@ int main(int argc, char **argv) {
         waitpid(pid, &status, 0);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             printf("child failed\n");
+            return 1;
+        }
+    }
+    if (argc > 2 && strcmp(argv[1], "dump") == 0) {
+        /* prof.dump through mallctl, found at run time (the program is only preloaded). */
+        int (*ctl)(const char *, void *, size_t *, void *, size_t) =
+            (int (*)(const char *, void *, size_t *, void *, size_t))dlsym(RTLD_DEFAULT, "mallctl");
+        const char *path = argv[2];
+        if (!ctl || ctl("prof.dump", NULL, NULL, &path, sizeof path) != 0) {
+            printf("prof.dump failed\n");
             return 1;
         }
     }
