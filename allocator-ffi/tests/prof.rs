@@ -214,3 +214,45 @@ fn which(name: &str) -> Result<PathBuf, ()> {
         })
         .ok_or(())
 }
+
+#[test]
+fn launcher_profiles_a_program_and_names_its_top_site() {
+    if which("addr2line").is_err() {
+        eprintln!("SKIPPED: addr2line is not installed (Debian package binutils)");
+        return;
+    }
+    let dir = scratch("prof_launcher");
+    let exe = compile_c("prof_sites", Mode::Preload, &dir);
+    let out_dir = dir.join("profiles");
+    let launcher = env!("CARGO_BIN_EXE_hugealloc");
+    let mut run = timed(120, launcher);
+    run.env("HUGEALLOC_LIB", build().so())
+        .env_remove("HUGEALLOC_CONF")
+        .arg("run")
+        .arg("--profile")
+        .arg(&out_dir)
+        .arg("--")
+        .arg(&exe);
+    let out = run_ok(&mut run, "hugealloc run --profile");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("prof_sites: ok"));
+    let dumps: Vec<PathBuf> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let mut show = timed(120, launcher);
+    show.arg("profile").arg("--top").arg("5").arg(&dumps[0]);
+    let out = run_ok(&mut show, "hugealloc profile");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text.lines().skip(2).collect();
+    // The top row is grow_cache (70% of the live bytes), symbolised with its source file.
+    assert!(
+        rows.first()
+            .is_some_and(|r| r.contains("grow_cache (prof_sites.c:")),
+        "{text}"
+    );
+    assert!(
+        rows.iter().any(|r| r.contains("parse (prof_sites.c:")),
+        "{text}"
+    );
+}
