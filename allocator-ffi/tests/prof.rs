@@ -256,3 +256,19 @@ fn launcher_profiles_a_program_and_names_its_top_site() {
         "{text}"
     );
 }
+
+#[test]
+fn lg_prof_interval_dumps_as_memory_grows() {
+    let dir = scratch("prof_interval");
+    // About 20 MiB live and some churn: 2^22 bytes (4 MiB) between dumps gives several.
+    let (_, stderr, dumps) = run_sites(&dir, "prof:true,lg_prof_interval:22", &[]);
+    let interval: Vec<_> = dumps
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(".i.heap"))
+        .collect();
+    assert!(interval.len() >= 3, "{dumps:?}\n{stderr}");
+    for d in interval {
+        let p = heap_profile::parse(&std::fs::read_to_string(d).unwrap());
+        assert_eq!(p.period, 1 << 19);
+    }
+}
