@@ -275,26 +275,36 @@ pub fn for_each_line(path: &[u8], mut f: impl FnMut(&[u8])) -> bool {
     };
     let mut buf = [0u8; 4096];
     let mut len = 0;
+    // Every slice below is taken with `get` (`len <= buf.len()` always holds, but the
+    // compiler cannot see it through `read_some`): no panic site (tests/no_panic.rs).
     loop {
-        let n = read_some(fd, &mut buf[len..]);
+        let n = match buf.get_mut(len..) {
+            Some(rest) => read_some(fd, rest),
+            None => 0,
+        };
         if n == 0 {
             if len > 0 {
-                f(&buf[..len]);
+                f(buf.get(..len).unwrap_or(&[]));
             }
             break;
         }
-        len += n;
+        len = (len + n).min(buf.len());
         let mut start = 0;
-        while let Some(nl) = buf[start..len].iter().position(|&c| c == b'\n') {
-            f(&buf[start..start + nl]);
+        while let Some(nl) = buf
+            .get(start..len)
+            .and_then(|s| s.iter().position(|&c| c == b'\n'))
+        {
+            f(buf.get(start..start + nl).unwrap_or(&[]));
             start += nl + 1;
         }
         if start == 0 && len == buf.len() {
-            f(&buf[..len]);
+            f(&buf);
             len = 0;
         } else {
-            buf.copy_within(start..len, 0);
-            len -= start;
+            if start < len {
+                buf.copy_within(start..len, 0);
+            }
+            len = len.saturating_sub(start);
         }
     }
     // SAFETY: fd was opened above and is closed once.
@@ -664,15 +674,15 @@ extern "C" fn backtrace_frame(ctx: *mut libc::c_void, arg: *mut libc::c_void) ->
         f.skip -= 1;
         return 0;
     }
-    if f.len >= f.out.len() {
+    let Some(slot) = f.out.get_mut(f.len) else {
         return 4; // _URC_NORMAL_STOP: the buffer is full.
-    }
+    };
     // SAFETY: ctx is the unwinder's context for this frame, valid during the callback.
     let ip = unsafe { unwind::_Unwind_GetIP(ctx) };
     if ip == 0 {
         return 4;
     }
-    f.out[f.len] = ip;
+    *slot = ip;
     f.len += 1;
     0 // _URC_NO_REASON: go on.
 }

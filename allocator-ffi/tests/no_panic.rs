@@ -31,6 +31,8 @@ const NOT_YET: &[&str] = &[
     "bin.rs",
     "slab.rs",
     "thp.rs",
+    // Heap profiling (issue 15): the dump writers index their buffers; to be cleaned.
+    "prof.rs",
 ];
 
 /// Whether a symbol (demangled) is a panic entry point.
