@@ -22,7 +22,9 @@ fn in_range(o: &Options) -> bool {
             (Kind::Bool, Value::Bool(_))
             | (Kind::Thp, Value::Thp(_))
             | (Kind::ArenaThp, Value::ArenaThp(_))
-            | (Kind::Check, Value::Check(_)) => true,
+            | (Kind::Check, Value::Check(_))
+            | (Kind::Hugetlb, Value::Hugetlb(_))
+            | (Kind::ArenaHugetlb, Value::ArenaHugetlb(_)) => true,
             _ => false,
         })
     })
