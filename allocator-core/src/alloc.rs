@@ -12,29 +12,36 @@ use crate::chunk::{PAGE_CLASS_SHIFT, PAGE_KIND, PAGE_LARGE, PAGE_SLAB};
 use crate::diag;
 use crate::pagemap::{PAGEMAP, TAG_MASK, TAG_PAGES};
 use crate::size_class::*;
-use crate::tcache::NBINS;
+use crate::tcache::{FAST_MAX, NBINS};
 use crate::thread;
 use core::ptr::{self, null_mut};
 
 // `free` finds a page's index by masking the address (see there).
 const _: () = assert!(CHUNK_PAGES.is_power_of_two() && CHUNK_PAGES << crate::os::LG_PAGE == CHUNK);
 
-/// Sizes up to this go through the lookup table on the fast path.
-const FAST_MAX: usize = 4096;
-
 /// `malloc`: at least `size` bytes, aligned to 16 when `size >= 16` (8 below).
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut u8 {
     let tc = thread::tcache();
     if !tc.is_null() && size <= FAST_MAX {
+        // SAFETY: the thread's own live cache.
+        let t = unsafe { &mut *tc };
+        // Heap profiling (`prof`): one subtraction in memory and one branch on its borrow.
+        // The wrapped value is never used: the sampled path draws a new countdown.
+        let (left, ran_out) = t.prof_countdown.overflowing_sub(size as u64);
+        t.prof_countdown = left;
+        if ran_out {
+            return alloc_sampled(tc, size, 1, false);
+        }
         let class = class_of(size);
-        // SAFETY: the thread's own live cache; class < NSMALL <= NBINS.
-        let bin = unsafe { &mut (*tc).bins[class] };
+        // class < NSMALL <= NBINS.
+        let bin = &mut t.bins[class];
         if bin.count > 0 {
             bin.count -= 1;
             // SAFETY: items[count] is a cached pointer (count was above it).
             return unsafe { *bin.items.add(bin.count as usize) };
         }
+        return alloc_counted(size, 1, false);
     }
     alloc_slow(size, 1, false)
 }
@@ -54,10 +61,80 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
     alloc_slow(size, align, true)
 }
 
-/// The generic allocation path.
+/// The generic allocation path: counts the bytes for heap profiling, then `alloc_counted`.
 #[cold]
 #[inline(never)]
 pub fn alloc_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
+    let mut tc = thread::tcache();
+    if tc.is_null() {
+        crate::init::ensure_init();
+        tc = thread::tcache_slow();
+    }
+    if !tc.is_null() {
+        // SAFETY: the thread's own live cache.
+        let t = unsafe { &mut *tc };
+        match t.prof_countdown.checked_sub(size as u64) {
+            Some(left) => t.prof_countdown = left,
+            None => return alloc_sampled(tc, size, align, zero),
+        }
+    }
+    alloc_counted(size, align, zero)
+}
+
+/// The countdown ran out (`prof`): takes a sample if profiling says so, else allocates as
+/// usual. A sampled block gets a page run of its own, and the pointer lies `offset` bytes
+/// (16, or `align` below a page; page-aligned requests are not sampled) past the run's
+/// start, so it is never page aligned: every `free` of it
+/// reaches `free_slow`, which asks `prof` (see `prof.rs`). A huge one is sampled in place.
+#[cold]
+#[inline(never)]
+fn alloc_sampled(tc: *mut crate::tcache::Tcache, size: usize, align: usize, zero: bool) -> *mut u8 {
+    // SAFETY: the thread's own live cache (the caller read it from the thread's slot).
+    let t = unsafe { &mut *tc };
+    if !crate::prof::countdown_expired(t, size) || align >= crate::os::PAGE {
+        return alloc_counted(size, align, zero);
+    }
+    let Some(class) = class_for(size, align) else {
+        return null_mut();
+    };
+    let offset = align.max(16);
+    let run_class = match class_for(size.saturating_add(offset), 1) {
+        _ if class >= HUGE_FIRST => class,
+        Some(c) if c < HUGE_FIRST => c.max(NSMALL),
+        // Too close to the huge classes to add the offset: not sampled.
+        _ => return alloc_counted(size, align, zero),
+    };
+    let mut frames = [0usize; crate::prof::FRAMES_MAX];
+    let n = crate::prof::capture(t, &mut frames);
+    // SAFETY: the arena outlives every thread bound to it.
+    let arena = unsafe { &*t.arena };
+    let (base, p) = if run_class >= HUGE_FIRST {
+        let p = arena.huge_alloc(run_class, size, align, zero);
+        (p, p)
+    } else {
+        let base = arena.large_alloc(run_class, crate::os::PAGE, zero);
+        (base, base.wrapping_add(offset))
+    };
+    if base.is_null() {
+        return null_mut();
+    }
+    crate::prof::record(p, base, size, &frames[..n]);
+    p
+}
+
+/// The run start of `p` when it is a sampled block (`prof`); `remove` forgets the sample.
+#[inline(always)]
+fn sampled(p: *mut u8, remove: bool) -> Option<*mut u8> {
+    if !crate::prof::enabled() {
+        return None;
+    }
+    crate::prof::sampled_base(p, remove)
+}
+
+/// The allocation path after the profiling countdown.
+#[cold]
+#[inline(never)]
+fn alloc_counted(size: usize, align: usize, zero: bool) -> *mut u8 {
     let Some(class) = class_for(size, align) else {
         return null_mut();
     };
@@ -363,7 +440,12 @@ unsafe fn cache_push(tc: *mut crate::tcache::Tcache, class: usize, p: *mut u8) -
 #[inline(always)]
 pub unsafe fn free_layout(p: *mut u8, size: usize, align: usize) {
     let tc = thread::tcache();
-    if !tc.is_null() && size <= FAST_MAX && (align <= 8 || (align <= 16 && size > 8)) {
+    // `sized_max` is FAST_MAX, or 0 under profiling: a sampled block is found in `free` only.
+    if !tc.is_null()
+        // SAFETY: the thread's own live cache (non-null checked first).
+        && size <= unsafe { (*tc).sized_max }
+        && (align <= 8 || (align <= 16 && size > 8))
+    {
         // SAFETY: the thread's own live cache; class_of(size) < NSMALL <= NBINS.
         if unsafe { cache_push(tc, class_of(size), p) } {
             return;
@@ -381,6 +463,10 @@ pub unsafe fn free_layout(p: *mut u8, size: usize, align: usize) {
 #[inline(never)]
 pub unsafe fn free_slow(p: *mut u8) {
     if p.is_null() {
+        return;
+    }
+    if let Some(base) = sampled(p, true) {
+        free_arena(arena::owner_of(base), base);
         return;
     }
     let owner = arena::owner_of(p);
@@ -427,6 +513,10 @@ pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
     if p.is_null() {
         return;
     }
+    if sampled(p, false).is_some() {
+        // SAFETY: forwarded contract.
+        return unsafe { free_slow(p) };
+    }
     let class = arena::class_of_ptr(p);
     // Under `check:full` the block was served from the class of `size + REDZONE`.
     let asked = if diag::debug() & diag::DEBUG_FULL != 0 {
@@ -449,6 +539,10 @@ pub unsafe fn free_no_cache(p: *mut u8) {
     if p.is_null() {
         return;
     }
+    if let Some(base) = sampled(p, true) {
+        free_arena(arena::owner_of(base), base);
+        return;
+    }
     free_arena(arena::owner_of(p), p)
 }
 
@@ -458,6 +552,9 @@ pub unsafe fn free_no_cache(p: *mut u8) {
 /// `p` is a live block from this allocator.
 pub unsafe fn usable_size(p: *const u8) -> usize {
     let p = p as *mut u8;
+    if let Some(base) = sampled(p, false) {
+        return usable_of(base, &arena::owner_of(base)) - (p as usize - base as usize);
+    }
     usable_of(p, &arena::owner_of(p))
 }
 
@@ -472,6 +569,11 @@ pub fn good_size(size: usize, align: usize) -> Option<usize> {
 /// # Safety
 /// `p` is a live block from this allocator.
 pub unsafe fn resize_in_place(p: *mut u8, size: usize, align: usize) -> usize {
+    if sampled(p, false).is_some() {
+        // A sampled block keeps its run: it is never resized in place.
+        // SAFETY: forwarded contract.
+        return unsafe { usable_size(p) };
+    }
     let Some(new_class) = class_for(size, align) else {
         return usable_of(p, &arena::owner_of(p));
     };
@@ -518,6 +620,20 @@ pub unsafe fn realloc(p: *mut u8, size: usize, align: usize) -> *mut u8 {
     let Some(new_class) = class_for(size, align) else {
         return null_mut();
     };
+    if sampled(p, false).is_some() {
+        // A sampled block moves (keeping its run would keep its sample's size wrong).
+        // SAFETY: p is live (the contract).
+        let old_usable = unsafe { usable_size(p) };
+        let q = alloc(size, align);
+        if !q.is_null() {
+            // SAFETY: both blocks are live and distinct; copy what both hold.
+            unsafe {
+                ptr::copy_nonoverlapping(p, q, old_usable.min(size));
+                free(p);
+            }
+        }
+        return q;
+    }
     let owner = arena::owner_of(p);
     let old_usable = usable_of(p, &owner);
     let old_class = match owner {

@@ -25,6 +25,11 @@ pub const ARENA_THP_MAX: usize = 64;
 pub const STATS_PRINT_OPTS_MAX: usize = 32;
 /// The letters `stats_print_opts` accepts (jemalloc's `malloc_stats_print` options).
 pub const STATS_PRINT_LETTERS: &[u8] = b"Jgmdablxehf";
+/// The longest `prof_prefix` accepted, and the bytes it may hold (a path). (heap profiling)
+pub const PROF_PREFIX_MAX: usize = 200;
+/// The bytes a `prof_prefix` may hold.
+pub const PROF_PREFIX_CHARS: &[u8] =
+    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+~";
 /// The largest `tcache_max` accepted.
 pub const TCACHE_MAX_LIMIT: usize = 1792 << 10;
 /// The largest size any size option accepts (the largest Rust allocation).
@@ -312,6 +317,22 @@ options! {
         "Page source of arena i (i < 64); `inherit` follows `hugetlb`.";
     hugetlb_reserve "hugetlb_reserve": Size { max: SIZE_LIMIT } = 0,
         "Hugetlb bytes mapped and pre-faulted at start, reused and never returned; 0 = none.";
+    // ---- heap profiling (`prof.rs`, `docs/profiling.md`)
+    prof "prof": Bool = false,
+        "Heap profiling: sample allocations and record their stacks (fixed at start).";
+    prof_active "prof_active": Bool = true,
+        "Whether sampling starts active (`prof.active` switches it at run time).";
+    lg_prof_sample "lg_prof_sample": Count { max: 62 } = 19,
+        "Sample on average one allocation every 2^N bytes (19: 512 KiB).";
+    prof_prefix "prof_prefix":
+        Letters { allowed: PROF_PREFIX_CHARS, max_len: PROF_PREFIX_MAX } = b"hugealloc",
+        "Dump files are named `<prefix>.<pid>.<seq>.<kind>.heap` (kind: f at exit, i by interval, m on request).";
+    prof_final "prof_final": Bool = false,
+        "Dump a profile at exit.";
+    prof_leak "prof_leak": Bool = false,
+        "Report at exit the sampled memory never freed, with its largest stacks, and dump it.";
+    lg_prof_interval "lg_prof_interval": Count { max: 62 } = 0,
+        "Dump a profile every 2^N bytes allocated (estimated from samples); 0 = never.";
 }
 
 /// Every option, in the order `confirm_conf` and the documentation list them.
@@ -363,8 +384,13 @@ pub struct Letters {
     len: usize,
 }
 
-/// The capacity of a [`Letters`] value; every `Letters` row's `max_len` is at most this.
-pub const LETTERS_MAX: usize = STATS_PRINT_OPTS_MAX;
+/// The capacity of a [`Letters`] value; every `Letters` row's `max_len` is at most this (the
+/// larger of `stats_print_opts`'s and `prof_prefix`'s).
+pub const LETTERS_MAX: usize = if STATS_PRINT_OPTS_MAX > PROF_PREFIX_MAX {
+    STATS_PRINT_OPTS_MAX
+} else {
+    PROF_PREFIX_MAX
+};
 
 impl Letters {
     /// The first [`LETTERS_MAX`] bytes of `v`.
@@ -409,6 +435,11 @@ impl Options {
     /// The `stats_print_opts` letters.
     pub fn stats_print_opts(&self) -> &[u8] {
         self.stats_print_opts.as_bytes()
+    }
+
+    /// The `prof_prefix` bytes (a path prefix, without a NUL).
+    pub fn prof_prefix(&self) -> &[u8] {
+        self.prof_prefix.as_bytes()
     }
 
     /// Stores a parsed pair.

@@ -333,6 +333,76 @@ fn ctl_thread_arena(_: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'st
     Ok(unsigned(old))
 }
 
+// ---- heap profiling ----------------------------------------------------------------------
+
+fn prof_on() -> Result<(), CtlError> {
+    crate::init::ensure_init();
+    if crate::prof::enabled() {
+        Ok(())
+    } else {
+        Err(CtlError::NotFound)
+    }
+}
+
+fn ctl_prof_active(_: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    prof_on()?;
+    Ok(CtlValue::Bool(match new {
+        Some(CtlValue::Bool(on)) => crate::prof::set_active(on),
+        _ => crate::prof::active(),
+    }))
+}
+
+fn ctl_prof_dump(_: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    prof_on()?;
+    let ok = match new {
+        Some(CtlValue::Str(path)) => crate::prof::dump_to_path(path.to_bytes()),
+        _ => {
+            let mut path = [0u8; crate::prof::PREFIX_MAX + 65];
+            crate::prof::dump_auto_into(b'm', &mut path).is_some()
+        }
+    };
+    if ok {
+        Ok(CtlValue::Str(c""))
+    } else {
+        Err(CtlError::NoArena)
+    }
+}
+
+fn ctl_prof_reset(_: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    prof_on()?;
+    let lg = match new {
+        Some(CtlValue::Size(lg)) if lg > 62 => return Err(CtlError::BadValue),
+        Some(CtlValue::Size(lg)) => Some(lg),
+        _ => None,
+    };
+    let old = crate::prof::lg_sample();
+    crate::prof::reset(lg);
+    Ok(CtlValue::Size(old))
+}
+
+fn ctl_prof_lg_sample(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    prof_on()?;
+    Ok(CtlValue::Size(crate::prof::lg_sample()))
+}
+
+fn ctl_thread_prof_active(
+    _: [usize; 2],
+    new: Option<CtlValue>,
+) -> Result<CtlValue<'static>, CtlError> {
+    prof_on()?;
+    let tc = thread::tcache_slow();
+    if tc.is_null() {
+        return Err(CtlError::NotFound);
+    }
+    // SAFETY: the calling thread's own live cache.
+    let t = unsafe { &mut *tc };
+    let old = !t.prof_thread_off;
+    if let Some(CtlValue::Bool(on)) = new {
+        t.prof_thread_off = !on;
+    }
+    Ok(CtlValue::Bool(old))
+}
+
 fn ctl_tcache_flush(_: [usize; 2], _: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
     thread::flush_thread_cache();
     Ok(CtlValue::None)
@@ -418,7 +488,9 @@ const fn fixed(
     }
 }
 
-use CtlType::{Size as SIZE, Str as STR, Unsigned as UNSIGNED, Void as VOID, I64, U64};
+use CtlType::{
+    Bool as BOOL, Size as SIZE, Str as STR, Unsigned as UNSIGNED, Void as VOID, I64, U64,
+};
 
 /// Every fixed name (the families `opt.*` and `stats.*` follow it; see the module doc).
 // One row per line; rustfmt would spread each row over seven lines.
@@ -457,6 +529,16 @@ pub static CTL_TABLE: &[CtlRow] = &[
         "arena i's THP policy: always, madvise, never or default; applies to chunks put to use afterwards"),
     fixed("arena.<i>.dirty_decay_ms", I64, true, ctl_arena_decay_ms,
         "arena i's decay time (a write gives the arena its own); -1 never"),
+    // ---- heap profiling (`prof.rs`); ENOENT unless `opt.prof`
+    fixed("prof.active", BOOL, true, ctl_prof_active, "whether allocations are sampled"),
+    fixed("prof.dump", STR, true, ctl_prof_dump,
+        "writes the heap profile to the path written (read: to `<prof_prefix>.<pid>.<seq>.m.heap`); EFAULT if it cannot"),
+    fixed("prof.reset", SIZE, true, ctl_prof_reset,
+        "forgets every sample so far; a write also sets `prof.lg_sample`; reads the sampling exponent"),
+    fixed("prof.lg_sample", SIZE, false, ctl_prof_lg_sample,
+        "the mean sampling interval is 2^N bytes"),
+    fixed("thread.prof.active", BOOL, true, ctl_thread_prof_active,
+        "whether the calling thread's allocations are sampled"),
 ];
 
 // ---- the families --------------------------------------------------------------------------
@@ -797,42 +879,53 @@ fn opt_value(row: &'static OptionRow, i: usize) -> Result<CtlValue<'static>, Ctl
         Value::Thp(t) | Value::ArenaThp(Some(t)) => CtlValue::Str(thp_cstr(t)),
         Value::ArenaThp(None) | Value::ArenaHugetlb(None) => CtlValue::Str(c"inherit"),
         Value::Hugetlb(h) | Value::ArenaHugetlb(Some(h)) => CtlValue::Str(hugetlb_cstr(h)),
-        Value::Letters(letters) => CtlValue::Str(letters_cstr(letters)),
+        Value::Letters(letters) if row.name == "prof_prefix" => {
+            CtlValue::Str(PROF_PREFIX.cstr(letters))
+        }
+        Value::Letters(letters) => CtlValue::Str(LETTERS.cstr(letters)),
         Value::Check(full) => CtlValue::Str(if full { c"full" } else { c"cheap" }),
     })
 }
 
-/// A NUL-terminated copy of the (one) letters option, made once: the options never change
-/// after the init, so every caller would write the same bytes.
-struct LettersCell {
+/// A NUL-terminated copy of a letters option, made once: the options never change after the
+/// init, so every caller would write the same bytes. One cell per letters option.
+struct LettersCell<const N: usize> {
     once: Once,
-    buf: UnsafeCell<[u8; crate::config::STATS_PRINT_OPTS_MAX + 1]>,
+    buf: UnsafeCell<[u8; N]>,
 }
 
 // SAFETY: `buf` is written once, inside `once`, and read only after `once` completed.
-unsafe impl Sync for LettersCell {}
+unsafe impl<const N: usize> Sync for LettersCell<N> {}
 
-static LETTERS: LettersCell = LettersCell {
+static LETTERS: LettersCell<{ crate::config::STATS_PRINT_OPTS_MAX + 1 }> = LettersCell {
     once: Once::new(),
     buf: UnsafeCell::new([0; crate::config::STATS_PRINT_OPTS_MAX + 1]),
 };
 
-fn letters_cstr(letters: &[u8]) -> &'static CStr {
-    LETTERS.once.call(|| {
-        LETTERS.buf.with_mut(|p| {
-            // SAFETY: inside the Once: nobody else reads or writes the buffer yet.
-            let buf = unsafe { &mut *p };
-            for (slot, &c) in buf.iter_mut().zip(letters.iter().filter(|&&c| c != 0)) {
-                *slot = c;
-            }
-        })
-    });
-    LETTERS.once.wait();
-    // SAFETY: the Once has completed (wait), so the buffer is never written again.
-    let buf: &'static [u8; crate::config::STATS_PRINT_OPTS_MAX + 1] =
-        LETTERS.buf.with(|p| unsafe { &*p });
-    // The last byte is never written, so there is always a NUL.
-    CStr::from_bytes_until_nul(buf).unwrap_or(c"")
+/// `opt.prof_prefix` (heap profiling).
+static PROF_PREFIX: LettersCell<{ crate::config::PROF_PREFIX_MAX + 1 }> = LettersCell {
+    once: Once::new(),
+    buf: UnsafeCell::new([0; crate::config::PROF_PREFIX_MAX + 1]),
+};
+
+impl<const N: usize> LettersCell<N> {
+    fn cstr(&'static self, letters: &[u8]) -> &'static CStr {
+        self.once.call(|| {
+            self.buf.with_mut(|p| {
+                // SAFETY: inside the Once: nobody else reads or writes the buffer yet.
+                let buf = unsafe { &mut *p };
+                let n = N - 1;
+                for (slot, &c) in buf[..n].iter_mut().zip(letters.iter().filter(|&&c| c != 0)) {
+                    *slot = c;
+                }
+            })
+        });
+        self.once.wait();
+        // SAFETY: the Once has completed (wait), so the buffer is never written again.
+        let buf: &'static [u8; N] = self.buf.with(|p| unsafe { &*p });
+        // The last byte is never written, so there is always a NUL.
+        CStr::from_bytes_until_nul(buf).unwrap_or(c"")
+    }
 }
 
 #[cfg(test)]

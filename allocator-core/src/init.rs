@@ -169,6 +169,7 @@ fn global_init() {
     }
     thread::create_exit_key();
     crate::stats::at_init(opts);
+    crate::prof::init(opts); // heap profiling: settings, unwinder priming, fork and exit hooks
     if opts.background_thread {
         // pthread_create allocates; on this thread that is served by arena 0 (the init is
         // running), and the new thread's own first allocation waits for the init to finish.

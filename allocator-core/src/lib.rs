@@ -151,6 +151,9 @@ pub mod tcache;
 pub mod thread;
 
 #[cfg(not(loom))]
+pub mod prof;
+
+#[cfg(not(loom))]
 pub mod stats;
 
 #[cfg(not(loom))]
@@ -293,6 +296,57 @@ mod api {
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
             // SAFETY: forwarded contract.
             unsafe { HugeAlloc.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    /// Heap profiling (`prof:true`): dumps of the sampled live heap. See `docs/profiling.md`.
+    pub mod profile {
+        extern crate alloc as std_alloc;
+        use std_alloc::vec::Vec;
+
+        /// Writes the profile (jemalloc's `heap_v2` text, read by `jeprof` and
+        /// `hugealloc profile`) to `path`. False when profiling is off (`prof:false`) or the
+        /// file cannot be written.
+        pub fn dump(path: &str) -> bool {
+            crate::init::ensure_init();
+            crate::prof::dump_to_path(path.as_bytes())
+        }
+
+        /// The profile as bytes (as `dump` writes it); `None` when profiling is off. The
+        /// profile is written to an anonymous file first and read back here, after every
+        /// lock of the profiler is released, so this vector's allocation cannot deadlock.
+        pub fn bytes() -> Option<Vec<u8>> {
+            crate::init::ensure_init();
+            let (fd, len) = crate::prof::dump_to_memfd()?;
+            let mut v: Vec<u8> = std_alloc::vec![0; len as usize];
+            let mut at = 0;
+            while at < v.len() {
+                let n = crate::os::read_at(fd, at as u64, &mut v[at..]);
+                if n == 0 {
+                    break;
+                }
+                at += n;
+            }
+            v.truncate(at);
+            crate::os::close(fd);
+            Some(v)
+        }
+
+        /// Whether profiling is on (`opt.prof`).
+        pub fn enabled() -> bool {
+            crate::init::ensure_init();
+            crate::prof::enabled()
+        }
+
+        /// Sampled totals, not scaled: (live objects, live bytes, allocated objects,
+        /// allocated bytes) since start or the last `prof.reset`.
+        pub fn sampled_totals() -> [u64; 4] {
+            crate::prof::totals()
+        }
+
+        /// `prof.reset`: forgets every sample so far.
+        pub fn reset() {
+            crate::prof::reset(None)
         }
     }
 

@@ -810,3 +810,116 @@ pub fn tls_cache() -> *mut u8 {
 pub fn set_tls_cache(p: *mut u8) {
     TLS_CACHE.with(|c| c.set(p))
 }
+
+// ---- heap profiling (`prof`): dump files and the unwinder ---------------------------------
+
+/// Opens (creating or truncating, mode 0644) the file at `path` (NUL-terminated) for writing;
+/// `None` where it cannot be. Preserves `errno`.
+pub fn open_write(path: &[u8]) -> Option<i32> {
+    debug_assert!(path.last() == Some(&0));
+    let saved = errno();
+    // SAFETY: `path` is NUL-terminated (the caller's contract, checked in debug builds).
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr() as *const libc::c_char,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644 as libc::c_uint,
+        )
+    };
+    set_errno(saved);
+    (fd >= 0).then_some(fd)
+}
+
+/// An anonymous in-memory file (`memfd_create`) to write a profile into; `None` where the
+/// kernel has none. Preserves `errno`.
+pub fn memfd() -> Option<i32> {
+    let saved = errno();
+    // SAFETY: the name is a NUL-terminated literal; memfd_create only creates a descriptor.
+    let fd = unsafe { libc::memfd_create(c"hugealloc-prof".as_ptr(), libc::MFD_CLOEXEC) };
+    set_errno(saved);
+    (fd >= 0).then_some(fd)
+}
+
+/// Reads from `fd` at byte `offset` into `buf` (`pread`, retrying `EINTR`); the bytes read, 0
+/// at the end or on an error. Preserves `errno`.
+pub fn read_at(fd: i32, offset: u64, buf: &mut [u8]) -> usize {
+    let saved = errno();
+    let n = loop {
+        // SAFETY: reads into `buf`, which is writable for its length.
+        let n = unsafe {
+            libc::pread(
+                fd,
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                offset as libc::off_t,
+            )
+        };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        break n.max(0) as usize;
+    };
+    set_errno(saved);
+    n
+}
+
+/// Closes `fd`, which the caller opened and does not use again. Preserves `errno`.
+pub fn close(fd: i32) {
+    let saved = errno();
+    // SAFETY: per the contract the descriptor is the caller's own.
+    unsafe { libc::close(fd) };
+    set_errno(saved);
+}
+
+/// libgcc's unwinder (`unwind.h`), linked with every Rust program through std. Its first use
+/// may allocate (it registers the loaded objects' unwind tables); `prof` primes it at init.
+mod unwind {
+    pub type Trace = extern "C" fn(ctx: *mut libc::c_void, arg: *mut libc::c_void) -> libc::c_int;
+    extern "C" {
+        pub fn _Unwind_Backtrace(trace: Trace, arg: *mut libc::c_void) -> libc::c_int;
+        pub fn _Unwind_GetIP(ctx: *mut libc::c_void) -> usize;
+    }
+}
+
+/// Where `backtrace` writes, and how many frames it skips first.
+struct Frames<'a> {
+    out: &'a mut [usize],
+    skip: usize,
+    len: usize,
+}
+
+extern "C" fn backtrace_frame(ctx: *mut libc::c_void, arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Frames` `backtrace` passed, live for the whole walk.
+    let f = unsafe { &mut *(arg as *mut Frames) };
+    if f.skip > 0 {
+        f.skip -= 1;
+        return 0;
+    }
+    let Some(slot) = f.out.get_mut(f.len) else {
+        return 4; // _URC_NORMAL_STOP: the buffer is full.
+    };
+    // SAFETY: ctx is the unwinder's context for this frame, valid during the callback.
+    let ip = unsafe { unwind::_Unwind_GetIP(ctx) };
+    if ip == 0 {
+        return 4;
+    }
+    *slot = ip;
+    f.len += 1;
+    0 // _URC_NO_REASON: go on.
+}
+
+/// Writes the return addresses of the calling thread's stack into `out`, innermost first,
+/// after skipping `skip` frames (this function's is the first); returns how many. May
+/// allocate on its first use in the process (libgcc registers unwind tables): the caller
+/// must cope with a nested `malloc`.
+#[inline(never)]
+pub fn backtrace(out: &mut [usize], skip: usize) -> usize {
+    let saved = errno();
+    let mut f = Frames { out, skip, len: 0 };
+    // SAFETY: the callback only touches `f`, which outlives the walk.
+    unsafe {
+        unwind::_Unwind_Backtrace(backtrace_frame, &mut f as *mut Frames as *mut libc::c_void)
+    };
+    set_errno(saved);
+    f.len
+}

@@ -10,6 +10,9 @@
 //! 3. arena lock (page runs, chunks, extents, huge blocks, decay); then the hugetlb reserve's
 //!    (`hugetlb::HUGETLB`), taken under an arena lock and never with the chunk source's
 //! 4. the global chunk source (fresh reservations from the OS)
+//!
+//!    The heap profiler's sample table (`prof`) is held only to take the base (5); no other
+//!    lock is held when it is taken, so its `fork` prepare takes it first, before rank 1.
 //! 5. the base (metadata) lock
 //!
 //! Pagemap leaves are installed lock-free (compare-and-swap).

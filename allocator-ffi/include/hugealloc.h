@@ -207,6 +207,15 @@ size_t hugealloc_nallocx(size_t size, int flags);
  *   arena.<i>.thp        const char *  rw      arena i's THP policy: "always", "madvise",
  *                                              "never" or "default" (chunks mapped later)
  *   arena.<i>.dirty_decay_ms ssize_t   rw      arena i's decay time; -1 never
+ * heap profiling (ENOENT unless started with prof:true; see docs/profiling.md):
+ *   prof.active          bool          rw      whether allocations are sampled
+ *   prof.dump            const char *  rw      write a path: dumps the profile there (pprof
+ *                                              protobuf if it ends in .pb, else jemalloc's
+ *                                              heap_v2 text); EFAULT if it cannot
+ *   prof.reset           size_t        rw      forgets every sample (a write also sets the
+ *                                              sampling exponent)
+ *   prof.lg_sample       size_t        r       mean sampling interval is 2^N bytes
+ *   thread.prof.active   bool          rw      whether this thread's allocations are sampled
  * and the generated families:
  *   opt.<option>         bool, unsigned, size_t, ssize_t or const char *: every option's
  *                        effective value, read-only (opt.narenas, opt.thp, opt.tcache_max...)

@@ -40,6 +40,8 @@ const NOT_YET: &[&str] = &[
     "registry.rs",
     "init.rs",
     "ctl.rs",
+    // Heap profiling (issue 15): the dump writers index their buffers; to be cleaned.
+    "prof.rs",
 ];
 
 /// Whether a symbol (demangled) is a panic entry point.

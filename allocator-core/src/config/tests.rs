@@ -75,6 +75,9 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(d.muzzy_decay_ms, 0);
     assert_eq!(d.dirty_max, 0);
     assert!(!d.thp_collapse && !d.background_thread && !d.stats_print);
+    assert!(!d.prof && d.prof_active && !d.prof_final && !d.prof_leak);
+    assert_eq!((d.lg_prof_sample, d.lg_prof_interval), (19, 0));
+    assert_eq!(d.prof_prefix(), b"hugealloc");
     assert_eq!(d.stats_print_opts(), b"");
     assert!(!d.abort_conf && !d.confirm_conf && !d.junk && !d.zero);
     assert_eq!(Options::default(), d);
@@ -473,6 +476,34 @@ fn stats_print_opts() {
     }
 }
 
+#[test]
+fn prof_options() {
+    let o = good("prof:true,prof_active:false,lg_prof_sample:10,prof_final:true,prof_leak:true,lg_prof_interval:30");
+    assert!(o.prof && !o.prof_active && o.prof_final && o.prof_leak);
+    assert_eq!((o.lg_prof_sample, o.lg_prof_interval), (10, 30));
+    assert_eq!(good("lg_prof_sample:62").lg_prof_sample, 62);
+    assert_eq!(bad("lg_prof_sample:63"), Problem::OutOfRange);
+    assert_eq!(bad("lg_prof_interval:63"), Problem::OutOfRange);
+    assert_eq!(
+        good("prof_prefix:/tmp/run-1/x.y_z+~").prof_prefix(),
+        b"/tmp/run-1/x.y_z+~"
+    );
+    // A path prefix is longer than any other letters option: all of it is kept.
+    let max = "p".repeat(PROF_PREFIX_MAX);
+    assert_eq!(
+        good(&std::format!("prof_prefix:{max}")).prof_prefix(),
+        max.as_bytes()
+    );
+    assert_eq!(
+        bad(&std::format!("prof_prefix:{max}p")),
+        Problem::OutOfRange
+    );
+    for text in ["a b", "a%b", "a=b"] {
+        let p = problems(&std::format!("prof_prefix:{text}"));
+        assert_eq!(p[0], Problem::InvalidValue, "{text}");
+    }
+}
+
 // ---- bad input ----
 
 #[test]
@@ -832,7 +863,14 @@ fn confirm_conf_prints_sources_and_options() {
         hugealloc: opt.zero: false\n\
         hugealloc: opt.check: cheap\n\
         hugealloc: opt.hugetlb: off\n\
-        hugealloc: opt.hugetlb_reserve: 0\n";
+        hugealloc: opt.hugetlb_reserve: 0\n\
+        hugealloc: opt.prof: false\n\
+        hugealloc: opt.prof_active: true\n\
+        hugealloc: opt.lg_prof_sample: 19\n\
+        hugealloc: opt.prof_prefix: hugealloc\n\
+        hugealloc: opt.prof_final: false\n\
+        hugealloc: opt.prof_leak: false\n\
+        hugealloc: opt.lg_prof_interval: 0\n";
     assert_eq!(text, want);
     // Without confirm_conf, nothing is printed.
     let mut n = 0;
@@ -848,7 +886,9 @@ fn write_options_of_the_defaults() {
          metadata_thp:default,dirty_decay_ms:10000,muzzy_decay_ms:0,dirty_max:0,\
          thp_collapse:false,background_thread:false,stats_print:false,stats_print_opts:,\
          abort_conf:false,confirm_conf:false,junk:false,zero:false,check:cheap,\
-         hugetlb:off,hugetlb_reserve:0"
+         hugetlb:off,hugetlb_reserve:0,\
+         prof:false,prof_active:true,lg_prof_sample:19,prof_prefix:hugealloc,prof_final:false,\
+         prof_leak:false,lg_prof_interval:0"
     );
     let o = good("arena.0.thp:always,arena.63.thp:inherit,arena.7.thp:never,dirty_max:1536KiB,tcache_max:4097");
     let items = written(&o);

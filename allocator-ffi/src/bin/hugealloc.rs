@@ -23,7 +23,8 @@ NAME
     hugealloc - run programs under the hugealloc memory allocator, and install it
 
 SYNOPSIS
-    hugealloc run [--conf STR] [--stats] [--lib PATH] [--] CMD [ARGS...]
+    hugealloc run [--conf STR] [--stats] [--profile DIR] [--lib PATH] [--] CMD [ARGS...]
+    hugealloc profile [--top N] FILE
     hugealloc thp
     hugealloc lib [--lib PATH]
     hugealloc pkg-config [--prefix DIR] [--lib PATH]
@@ -33,8 +34,11 @@ SYNOPSIS
 COMMANDS
     run     Runs CMD with LD_PRELOAD=libhugealloc.so (ahead of any LD_PRELOAD already set),
             HUGEALLOC_CONF=STR (default: the environment's), and with --stats the statistics
-            printed on stderr at exit (stats_print:true). Exits with CMD's status. Child
-            processes of CMD inherit both variables.
+            printed on stderr at exit (stats_print:true). With --profile, heap profiling is on
+            and each process writes DIR/hugealloc.<pid>.<seq>.f.heap at exit. Exits with CMD's
+            status. Child processes of CMD inherit both variables.
+    profile Prints the top allocation sites of a heap profile (jemalloc's heap_v2 format, as
+            `run --profile` writes it) by live bytes, symbolised with binutils' addr2line.
     thp     Prints the system's transparent huge page settings, whether an 8 MiB test
             allocation advised MADV_HUGEPAGE really gets huge pages, and what to change.
     lib     Prints the path of the library `run` would preload.
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
     let rest = &args[1..];
     let result = match cmd {
         "run" => run(rest),
+        "profile" => profile(rest),
         "thp" => thp(),
         "lib" => lib_cmd(rest),
         "pkg-config" => pkg_config(rest),
@@ -99,6 +104,8 @@ fn main() -> ExitCode {
 struct Opts {
     conf: Option<OsString>,
     stats: bool,
+    profile: Option<PathBuf>,
+    top: Option<usize>,
     lib: Option<PathBuf>,
     prefix: Option<PathBuf>,
     /// Index in the arguments where the command starts.
@@ -141,6 +148,15 @@ fn parse_opts(args: &[OsString], allowed: &[&str]) -> Result<Opts, String> {
         };
         match name {
             "--conf" => o.conf = Some(value),
+            "--profile" => o.profile = Some(value.into()),
+            "--top" => {
+                o.top = Some(
+                    value
+                        .to_str()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or("--top needs a number")?,
+                )
+            }
             "--lib" => o.lib = Some(value.into()),
             _ => o.prefix = Some(value.into()),
         }
@@ -181,7 +197,7 @@ fn find_lib(explicit: Option<&Path>) -> Result<PathBuf, String> {
 }
 
 fn run(args: &[OsString]) -> Result<ExitCode, String> {
-    let o = parse_opts(args, &["--conf", "--stats", "--lib"])?;
+    let o = parse_opts(args, &["--conf", "--stats", "--profile", "--lib"])?;
     let Some((program, program_args)) = args[o.command_at..].split_first() else {
         return Err("run: no command given (hugealloc run [OPTIONS] -- CMD [ARGS...])".into());
     };
@@ -204,6 +220,29 @@ fn run(args: &[OsString]) -> Result<ExitCode, String> {
             c.push(",");
         }
         c.push("stats_print:true");
+        conf = Some(c);
+    }
+    if let Some(dir) = &o.profile {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let prefix = format!("{}/hugealloc", dir.display());
+        if prefix.len() > 200
+            || !prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/._-+~".contains(&b))
+        {
+            return Err(format!(
+                "--profile {}: the folder's path must be at most 190 bytes of letters, digits and /._-+~",
+                dir.display()
+            ));
+        }
+        let mut c = conf.unwrap_or_default();
+        if !c.is_empty() {
+            c.push(",");
+        }
+        c.push(format!("prof:true,prof_final:true,prof_prefix:{prefix}"));
         conf = Some(c);
     }
     let mut command = Command::new(program);
@@ -592,4 +631,247 @@ fn thp() -> Result<ExitCode, String> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+// ---- profile -------------------------------------------------------------------------------
+
+/// A parsed `heap_v2` profile: the sampling period, each stack with its sampled live objects
+/// and bytes, and the mappings (start, end, file offset, path).
+struct HeapProfile {
+    period: f64,
+    stacks: Vec<(Vec<u64>, u64, u64)>,
+    maps: Vec<(u64, u64, u64, String)>,
+}
+
+fn parse_heap(text: &str) -> Result<HeapProfile, String> {
+    let mut lines = text.lines();
+    let head = lines.next().unwrap_or("");
+    let period: f64 = head
+        .strip_prefix("heap_v2/")
+        .and_then(|p| p.trim().parse().ok())
+        .ok_or("not a heap profile (no heap_v2/<period> header)")?;
+    let mut p = HeapProfile {
+        period,
+        stacks: Vec::new(),
+        maps: Vec::new(),
+    };
+    let mut pending: Option<Vec<u64>> = None;
+    let mut in_maps = false;
+    for line in lines {
+        if in_maps {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if let (Some((lo, hi)), Some(off), Some(path)) = (
+                f.first().and_then(|r| r.split_once('-')),
+                f.get(2),
+                f.get(5),
+            ) {
+                let hex = |t: &str| u64::from_str_radix(t, 16).ok();
+                if let (Some(lo), Some(hi), Some(off)) = (hex(lo), hex(hi), hex(off)) {
+                    p.maps.push((lo, hi, off, path.to_string()));
+                }
+            }
+        } else if line == "MAPPED_LIBRARIES:" {
+            in_maps = true;
+        } else if let Some(rest) = line.strip_prefix("@ ") {
+            pending = Some(
+                rest.split_whitespace()
+                    .filter_map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+                    .collect(),
+            );
+        } else if line.trim_start().starts_with("t*:") {
+            if let Some(frames) = pending.take() {
+                let n: Vec<u64> = line
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|t| t.parse().ok())
+                    .collect();
+                if n.len() >= 2 {
+                    p.stacks.push((frames, n[0], n[1]));
+                }
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// Sampled bytes over `count` objects scaled to the estimated true bytes (as jeprof does).
+fn scaled(bytes: u64, count: u64, period: f64) -> f64 {
+    if count == 0 {
+        return 0.0;
+    }
+    let avg = bytes as f64 / count as f64;
+    bytes as f64 / (1.0 - (-avg / period).exp())
+}
+
+/// The address `addr2line` wants for a run-time address inside mapping `m`: the ELF virtual
+/// address, from the file's program headers (ET_EXEC: the address itself).
+fn elf_vaddr(file: &[u8], m: &(u64, u64, u64, String), addr: u64) -> Option<u64> {
+    let u16_at = |o: usize| Some(u16::from_le_bytes(file.get(o..o + 2)?.try_into().ok()?));
+    let u32_at = |o: usize| Some(u32::from_le_bytes(file.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(file.get(o..o + 8)?.try_into().ok()?));
+    if file.get(..5)? != b"\x7fELF\x02" {
+        return None;
+    }
+    if u16_at(16)? == 2 {
+        return Some(addr); // ET_EXEC: linked at its run-time address.
+    }
+    let off = addr - m.0 + m.2;
+    let (phoff, phentsize, phnum) = (u64_at(0x20)? as usize, u16_at(0x36)?, u16_at(0x38)?);
+    for i in 0..phnum as usize {
+        let h = phoff + i * phentsize as usize;
+        if u32_at(h)? != 1 {
+            continue; // not PT_LOAD
+        }
+        let (p_off, p_vaddr, p_filesz) = (u64_at(h + 8)?, u64_at(h + 16)?, u64_at(h + 32)?);
+        if (p_off..p_off + p_filesz).contains(&off) {
+            return Some(off - p_off + p_vaddr);
+        }
+    }
+    None
+}
+
+/// Names every address of `p`'s stacks: "function (file:line)", or the address and the file.
+fn symbolise(p: &HeapProfile) -> std::collections::HashMap<u64, String> {
+    use std::collections::{BTreeSet, HashMap};
+    let mut names = HashMap::new();
+    let addrs: BTreeSet<u64> = p.stacks.iter().flat_map(|s| s.0.iter().copied()).collect();
+    let mut by_map: HashMap<usize, Vec<(u64, u64)>> = HashMap::new();
+    let mut files: HashMap<String, Option<Vec<u8>>> = HashMap::new();
+    for &a in &addrs {
+        // A return address: the call is the byte before.
+        let call = a.saturating_sub(1);
+        let Some(k) = p.maps.iter().position(|m| m.0 <= call && call < m.1) else {
+            names.insert(a, format!("{a:#x}"));
+            continue;
+        };
+        let m = &p.maps[k];
+        let file = files
+            .entry(m.3.clone())
+            .or_insert_with(|| std::fs::read(&m.3).ok());
+        match file.as_deref().and_then(|f| elf_vaddr(f, m, call)) {
+            Some(v) => by_map.entry(k).or_default().push((a, v)),
+            None => {
+                names.insert(a, format!("{a:#x} in {}", m.3));
+            }
+        }
+    }
+    for (k, list) in by_map {
+        let path = &p.maps[k].3;
+        let out = Command::new("addr2line")
+            .args(["-f", "-C", "-e"])
+            .arg(path)
+            .args(list.iter().map(|(_, v)| format!("{v:#x}")))
+            .output();
+        let text = out
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, &(a, _)) in list.iter().enumerate() {
+            let (func, place) = (lines.get(2 * i), lines.get(2 * i + 1));
+            let name = match (func, place) {
+                (Some(f), Some(pl)) if *f != "??" => {
+                    let short = pl.rsplit('/').next().unwrap_or(pl);
+                    format!("{f} ({short})")
+                }
+                _ => {
+                    let file = path.rsplit('/').next().unwrap_or(path);
+                    format!("{a:#x} in {file}")
+                }
+            };
+            names.insert(a, name);
+        }
+    }
+    names
+}
+
+/// Frames of the allocator itself (a Rust program linking hugealloc has them on top).
+fn is_allocator_frame(name: &str) -> bool {
+    [
+        "hugealloc::",
+        "<hugealloc::",
+        "__rust_alloc",
+        "__rust_realloc",
+        "__rg_alloc",
+        "__rg_realloc",
+        "alloc::alloc::",
+        "alloc::raw_vec::",
+        "<alloc::alloc::Global",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
+}
+
+fn profile(args: &[OsString]) -> Result<ExitCode, String> {
+    let o = parse_opts(args, &["--top"])?;
+    let [file] = &args[o.command_at..] else {
+        return Err("profile: name one profile file (hugealloc profile [--top N] FILE)".into());
+    };
+    let text =
+        std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", Path::new(file).display()))?;
+    let p = parse_heap(&text)?;
+    let names = symbolise(&p);
+    // Flat: the innermost frame outside the allocator; cumulative: every function on the stack.
+    let mut flat: std::collections::HashMap<&str, f64> = Default::default();
+    let mut cum: std::collections::HashMap<&str, f64> = Default::default();
+    let mut total = 0.0;
+    for (frames, objects, bytes) in &p.stacks {
+        let live = scaled(*bytes, *objects, p.period);
+        if live == 0.0 {
+            continue;
+        }
+        total += live;
+        let named: Vec<&str> = frames.iter().map(|a| names[a].as_str()).collect();
+        let site = named
+            .iter()
+            .find(|n| !is_allocator_frame(n))
+            .or(named.first())
+            .copied()
+            .unwrap_or("(no stack)");
+        *flat.entry(site).or_default() += live;
+        let mut seen = std::collections::HashSet::new();
+        for n in named {
+            if seen.insert(n) {
+                *cum.entry(n).or_default() += live;
+            }
+        }
+    }
+    let mut rows: Vec<(&str, f64)> = flat.into_iter().collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!(
+        "live: {} in {} sampled stacks (estimated; one sample every {} bytes on average)",
+        human(total),
+        p.stacks.len(),
+        p.period
+    );
+    println!(
+        "{:>10} {:>6} {:>10} {:>6}  site",
+        "live", "%", "cum", "cum%"
+    );
+    for (site, live) in rows.iter().take(o.top.unwrap_or(20)) {
+        let c = cum.get(site).copied().unwrap_or(*live);
+        println!(
+            "{:>10} {:>5.1}% {:>10} {:>5.1}%  {site}",
+            human(*live),
+            100.0 * live / total.max(1.0),
+            human(c),
+            100.0 * c / total.max(1.0)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn human(bytes: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
