@@ -1,15 +1,18 @@
-//! Statistics. Every figure is declared once, in one of three lists below (STYLE rule 7):
-//! `global_stats!` (process-wide bytes, [`Stats`]), and `figures!` lists for one arena
-//! ([`ArenaFigures`]) and one small size class of an arena ([`BinFigures`]). Each list gives
-//! the struct, how each figure is gathered from the arena's counters, how figures merge over
-//! arenas, the names `ctl` serves (`stats.<figure>`, `stats.arenas.<i>.<figure>`,
-//! `stats.arenas.<i>.bins.<j>.<figure>`) and the printing ([`print`], text or JSON).
+//! Statistics. Every figure is declared once, in one of three lists (STYLE rule 7):
+//! `global_stats!` below (process-wide bytes, [`Stats`]), `arena_state::arena_figures!` (one
+//! arena, [`ArenaFigures`]) and `bin::bin_figures!` (one small size class of an arena,
+//! [`BinFigures`]). The last two also declare the counters the arenas and bins keep
+//! (`ArenaStats`, `BinStats`, built by `bin::counters!`), so a counter and its figure are one
+//! row; `figures!` below builds from each the figure struct, how each figure is gathered from
+//! the counters, how figures merge over arenas, the names `ctl` serves (`stats.<figure>`,
+//! `stats.arenas.<i>.<figure>`, `stats.arenas.<i>.bins.<j>.<figure>`) and the printing
+//! ([`print`], text or JSON).
 //!
 //! Figures are gathered on request from counters the arenas keep under their own locks, so
 //! nothing on a hot path is shared. Nothing here allocates: text goes out through a callback,
 //! formatted in small stack buffers.
 //!
-//! Here: the lists, [`ArenaReport`] and gathering; printing is in `print`.
+//! Here: `global_stats!`, `figures!`, [`ArenaReport`] and gathering; printing is in `print`.
 
 use crate::arena::{Arena, ArenaSnapshot, BinStats};
 use crate::os::PAGE;
@@ -100,12 +103,39 @@ fn same(total: &mut u64, v: u64) {
     *total = (*total).max(v);
 }
 
-/// Declares a list of figures: `field "name" Type Section merge = expression, "doc";` per
-/// figure, where the expression reads the source argument.
+/// Builds a figure struct from a list of counters and figures: `arena_state::arena_figures!`
+/// or `bin::bin_figures!` (the row forms are `bin::counters!`'s), which also gives the counter
+/// struct the owner updates, so a figure and its counter are declared once, by one row. The
+/// header `Name(src: &Source, counters: expression)` names the source figures are read from
+/// and where its counters are: a `count` row's figure is the counter `expression.field`, a
+/// `figure` row's is `src.field()`, a method of the source (a compile error until written).
+/// Gives the struct, `FIGURES` (name, C type, section, doc: what `ctl` and the printing read),
+/// `gather`, `merge`, `ZERO` and `values`.
 macro_rules! figures {
-    ($(#[$meta:meta])* $S:ident($src:ident: $Src:ty) {
-        $($field:ident $name:literal $ty:ident $sec:ident $merge:ident = $get:expr, $doc:literal;)*
-    }) => {
+    (@rows $h:tt $src:ident $c:tt [$($acc:tt)*] count $field:ident, $doc:literal; $($rest:tt)*) => {
+        figures!(@rows $h $src $c [$($acc)*] $($rest)*);
+    };
+    (@rows $h:tt $src:ident $c:tt [$($acc:tt)*]
+        count $field:ident as $shown:ident $name:literal $ty:ident $sec:ident $merge:ident,
+        $doc:literal; $($rest:tt)*) => {
+        figures!(@rows $h $src $c
+            [$($acc)* ($shown $name $ty $sec $merge [$c.$field] $doc)] $($rest)*);
+    };
+    (@rows $h:tt $src:ident $c:tt [$($acc:tt)*]
+        count $field:ident $name:literal $ty:ident $sec:ident $merge:ident, $doc:literal;
+        $($rest:tt)*) => {
+        figures!(@rows $h $src $c
+            [$($acc)* ($field $name $ty $sec $merge [$c.$field] $doc)] $($rest)*);
+    };
+    (@rows $h:tt $src:ident $c:tt [$($acc:tt)*]
+        figure $field:ident $name:literal $ty:ident $sec:ident $merge:ident, $doc:literal;
+        $($rest:tt)*) => {
+        figures!(@rows $h $src $c
+            [$($acc)* ($field $name $ty $sec $merge [$src.$field()] $doc)] $($rest)*);
+    };
+    (@rows [$(#[$meta:meta])* $S:ident [$Src:ty]] $src:ident $c:tt
+        [$(($field:ident $name:literal $ty:ident $sec:ident $merge:ident [$($get:tt)*]
+            $doc:literal))*]) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         pub struct $S {
@@ -125,7 +155,7 @@ macro_rules! figures {
 
             /// Reads every figure from the source.
             pub fn gather($src: $Src) -> $S {
-                $S { $($field: $get,)* }
+                $S { $($field: $($get)*,)* }
             }
 
             /// Adds `other`'s figures (another arena's) to these.
@@ -142,6 +172,9 @@ macro_rules! figures {
             }
         }
     };
+    ($(#[$meta:meta])* $S:ident($src:ident: $Src:ty, counters: $c:expr) { $($rows:tt)* }) => {
+        figures!(@rows [$(#[$meta])* $S [$Src]] $src ($c) [] $($rows)*);
+    };
     (@one $f:ident) => { 1 };
 }
 
@@ -151,98 +184,82 @@ pub struct ArenaSource<'a> {
     pub snap: &'a ArenaSnapshot,
 }
 
+/// The per-arena figures with no counter of their own (`figure` rows of `arena_figures!`).
+impl ArenaSource<'_> {
+    fn nthreads(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.arena.nthreads.load(Ordering::Relaxed) as u64
+    }
+
+    fn pactive(&self) -> u64 {
+        self.snap.arena.active_pages + pages(self.snap.arena.huge_active)
+    }
+
+    fn pdirty(&self) -> u64 {
+        pages(self.snap.dirty_page_bytes + self.snap.arena.dirty_extent_bytes)
+    }
+
+    fn pmuzzy(&self) -> u64 {
+        pages(self.snap.arena.muzzy_extent_bytes)
+    }
+
+    fn mapped(&self) -> u64 {
+        self.snap.arena.chunks * crate::size_class::CHUNK as u64
+    }
+
+    fn small_allocated(&self) -> u64 {
+        self.snap.small_allocated
+    }
+
+    fn small_nmalloc(&self) -> u64 {
+        self.snap.bins.iter().map(|b| b.nmalloc).sum()
+    }
+
+    fn small_ndalloc(&self) -> u64 {
+        self.snap.bins.iter().map(|b| b.nfree).sum()
+    }
+
+    fn lock_waits(&self) -> u64 {
+        self.arena.inner.contended()
+    }
+}
+
 /// What the per-bin figures are read from.
 pub struct BinSource<'a> {
     pub class: usize,
     pub stats: &'a BinStats,
-    pub lock_waits: u64,
+    /// Times the bin lock was found held.
+    pub contended: u64,
+}
+
+/// The per-bin figures with no counter of their own (`figure` rows of `bin_figures!`).
+impl BinSource<'_> {
+    fn size(&self) -> u64 {
+        class_size(self.class) as u64
+    }
+
+    fn curregs(&self) -> u64 {
+        self.stats.nmalloc.saturating_sub(self.stats.nfree)
+    }
+
+    fn lock_waits(&self) -> u64 {
+        self.contended
+    }
 }
 
 fn pages(bytes: u64) -> u64 {
     bytes / PAGE as u64
 }
 
-figures! {
+crate::arena_state::arena_figures!(figures! {
     /// One arena's figures (`stats.arenas.<i>.*`; jemalloc's names where the meaning matches).
-    ArenaFigures(s: &ArenaSource) {
-        nthreads "nthreads" Unsigned Main sum =
-            // Relaxed: a statistic.
-            s.arena.nthreads.load(Ordering::Relaxed) as u64,
-            "threads bound to the arena";
-        pactive "pactive" Size Main sum =
-            s.snap.arena.active_pages + pages(s.snap.arena.huge_active),
-            "pages in active slabs, page runs and huge blocks";
-        pdirty "pdirty" Size Main sum =
-            pages(s.snap.dirty_page_bytes + s.snap.arena.dirty_extent_bytes),
-            "freed pages kept dirty (resident) for reuse";
-        pmuzzy "pmuzzy" Size Main sum = pages(s.snap.arena.muzzy_extent_bytes),
-            "freed pages given MADV_FREE and not yet purged (muzzy_decay_ms)";
-        mapped "mapped" Size Main sum =
-            s.snap.arena.chunks * crate::size_class::CHUNK as u64,
-            "bytes of chunks the arena took (all states)";
-        retained "retained" Size Main sum = s.snap.arena.clean_extent_bytes,
-            "bytes of free chunks kept clean (purged or never touched) for reuse";
-        chunks "chunks" Size Main sum = s.snap.arena.chunks,
-            "chunks the arena took (2 MiB each)";
-        page_chunks "page_chunks" Size Main sum = s.snap.arena.page_chunks,
-            "chunks holding slabs and large page runs";
-        purged_bytes "purged_bytes" U64 Main sum = s.snap.arena.purged_bytes,
-            "bytes purged (MADV_DONTNEED) so far";
-        small_allocated "small.allocated" Size Main sum = s.snap.small_allocated,
-            "bytes in small blocks handed out (thread-cached ones included)";
-        small_nmalloc "small.nmalloc" U64 Main sum =
-            s.snap.bins.iter().map(|b| b.nmalloc).sum(),
-            "small blocks handed out by the bins (to thread caches in batches)";
-        small_ndalloc "small.ndalloc" U64 Main sum =
-            s.snap.bins.iter().map(|b| b.nfree).sum(),
-            "small blocks returned to the bins";
-        large_allocated "large.allocated" Size Large sum = s.snap.arena.large_allocated,
-            "bytes in large blocks (page runs)";
-        large_nmalloc "large.nmalloc" U64 Large sum = s.snap.arena.large_nmalloc,
-            "large blocks allocated from the arena";
-        large_ndalloc "large.ndalloc" U64 Large sum = s.snap.arena.large_nfree,
-            "large blocks freed to the arena";
-        huge_allocated "huge.allocated" Size Large sum = s.snap.arena.huge_allocated,
-            "bytes in huge blocks (runs of whole chunks)";
-        huge_nmalloc "huge.nmalloc" U64 Large sum = s.snap.arena.huge_nmalloc,
-            "huge blocks allocated";
-        huge_ndalloc "huge.ndalloc" U64 Large sum = s.snap.arena.huge_nfree,
-            "huge blocks freed";
-        thp_huge_advised "thp.huge_advised" Size Thp sum = s.snap.arena.advised_huge_bytes,
-            "bytes of chunks advised MADV_HUGEPAGE (hg in smaps), counted at each advice";
-        thp_nohuge_advised "thp.nohuge_advised" Size Thp sum =
-            s.snap.arena.advised_nohuge_bytes,
-            "bytes of chunks advised MADV_NOHUGEPAGE (nh in smaps), counted at each advice";
-        thp_subreleased "thp.subreleased" U64 Thp sum = s.snap.arena.subreleased_bytes,
-            "bytes purged from huge-backed chunks (splitting their huge page) under dirty_max";
-        thp_collapsed "thp.collapsed" U64 Thp sum = s.snap.arena.collapsed_bytes,
-            "bytes of split chunks collapsed into huge pages again (thp_collapse)";
-        lock_waits "lock_waits" U64 Mutex sum = s.arena.inner.contended(),
-            "times the arena lock was found held";
-    }
-}
+    ArenaFigures(s: &ArenaSource, counters: s.snap.arena)
+});
 
-figures! {
+crate::bin::bin_figures!(figures! {
     /// One small size class of an arena (`stats.arenas.<i>.bins.<j>.*`).
-    BinFigures(b: &BinSource) {
-        size "size" Size Main same = class_size(b.class) as u64,
-            "the class's block size in bytes";
-        nmalloc "nmalloc" U64 Main sum = b.stats.nmalloc,
-            "blocks handed out (to thread caches in batches)";
-        ndalloc "ndalloc" U64 Main sum = b.stats.nfree,
-            "blocks returned";
-        curregs "curregs" Size Main sum = b.stats.nmalloc.saturating_sub(b.stats.nfree),
-            "blocks out (held by the program or a thread cache)";
-        curslabs "curslabs" Size Main sum = b.stats.nslabs,
-            "slabs the bin holds";
-        nfills "nfills" U64 Main sum = b.stats.nfills,
-            "thread-cache fills from the bin";
-        nflushes "nflushes" U64 Main sum = b.stats.nflushes,
-            "thread-cache flushes to the bin";
-        lock_waits "lock_waits" U64 Mutex sum = b.lock_waits,
-            "times the bin lock was found held";
-    }
-}
+    BinFigures(b: &BinSource, counters: b.stats)
+});
 
 /// jemalloc's `MALLCTL_ARENAS_ALL`: as an arena index, every arena (merged figures).
 pub const ARENAS_ALL: usize = 4096;
@@ -267,11 +284,11 @@ impl ArenaReport {
         let mut r = ArenaReport::EMPTY;
         r.figures = ArenaFigures::gather(&ArenaSource { arena, snap: &snap });
         for (class, (out, stats)) in r.bins.iter_mut().zip(snap.bins.iter()).enumerate() {
-            let lock_waits = arena.bins.get(class).map_or(0, |b| b.contended());
+            let contended = arena.bins.get(class).map_or(0, |b| b.contended());
             *out = BinFigures::gather(&BinSource {
                 class,
                 stats,
-                lock_waits,
+                contended,
             });
         }
         r
