@@ -91,6 +91,8 @@ macro_rules! counters {
         counters!(@rows [$(#[$meta])* $S] [] $($rows)*);
     };
 }
+// Used by `arena_state`, which `--cfg loom` builds leave out.
+#[cfg_attr(loom, allow(unused_imports))]
 pub(crate) use counters;
 
 /// The counters and figures of one bin (`stats.arenas.<i>.bins.<j>.*`), one row each (the
@@ -112,6 +114,8 @@ macro_rules! bin_figures {
         } }
     };
 }
+// Used by `stats`, which `--cfg loom` builds leave out.
+#[cfg_attr(loom, allow(unused_imports))]
 pub(crate) use bin_figures;
 
 bin_figures!(counters! {

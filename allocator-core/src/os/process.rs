@@ -5,8 +5,6 @@
 //! The contract of `os` holds: a failing call reports `false`, `None` or a fallback and never
 //! panics; nothing here allocates.
 
-use core::ptr;
-
 /// Writes all of `bytes` to stderr, retrying short writes; errors are ignored.
 pub fn write_stderr(bytes: &[u8]) {
     write_fd(2, bytes)
@@ -144,7 +142,7 @@ pub fn futex_wait(word: &core::sync::atomic::AtomicU32, expected: u32) {
             word.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
             expected,
-            ptr::null::<libc::timespec>(),
+            core::ptr::null::<libc::timespec>(),
         );
     }
     set_errno(saved);
