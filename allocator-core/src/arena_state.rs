@@ -8,6 +8,7 @@
 //! dirtiness (`free_dirty` holds dirty and muzzy ones, `free_clean` the rest), bucketed by
 //! chunk count (`extent::free_bucket`).
 
+use crate::bin::counters;
 use crate::bitmap::Bitmap;
 use crate::chunk::{Extent, PageChunk};
 use crate::size_class::CHUNK_PAGES;
@@ -54,31 +55,61 @@ impl ArenaInner {
     }
 }
 
-/// Counters of one arena's page runs, huge blocks and chunks.
-#[derive(Clone, Copy, Default, Debug)]
-pub struct ArenaStats {
-    pub large_nmalloc: u64,
-    pub large_nfree: u64,
-    pub large_allocated: u64,
-    pub huge_nmalloc: u64,
-    pub huge_nfree: u64,
-    pub huge_allocated: u64,
-    pub huge_active: u64,
-    /// Pages in use by slabs and large runs.
-    pub active_pages: u64,
-    /// Chunks taken from the chunk source (all states).
-    pub chunks: u64,
-    pub page_chunks: u64,
-    pub dirty_extent_bytes: u64,
-    /// Free extents given `MADV_FREE` and not yet `MADV_DONTNEED` (`muzzy_decay_ms`).
-    pub muzzy_extent_bytes: u64,
-    pub clean_extent_bytes: u64,
-    pub purged_bytes: u64,
-    /// Bytes purged from chunks that were huge-backed (splitting their huge page), under
-    /// `dirty_max`.
-    pub subreleased_bytes: u64,
-    /// Bytes of chunks collapsed back into huge pages (`thp_collapse`).
-    pub collapsed_bytes: u64,
-    pub advised_huge_bytes: u64,
-    pub advised_nohuge_bytes: u64,
+/// The counters and figures of one arena (`stats.arenas.<i>.*`; jemalloc's names where the
+/// meaning matches), one row each (the forms are `bin::counters!`'s):
+/// `arena_figures!(then! { header })` hands them to `then!`. The figure rows are in the order
+/// `ctl` and the printing list them; the counters no figure shows as they are come last.
+macro_rules! arena_figures {
+    ($then:ident! { $($head:tt)* }) => {
+        $then! { $($head)* {
+            figure nthreads "nthreads" Unsigned Main sum, "threads bound to the arena";
+            figure pactive "pactive" Size Main sum,
+                "pages in active slabs, page runs and huge blocks";
+            figure pdirty "pdirty" Size Main sum, "freed pages kept dirty (resident) for reuse";
+            figure pmuzzy "pmuzzy" Size Main sum,
+                "freed pages given MADV_FREE and not yet purged (muzzy_decay_ms)";
+            figure mapped "mapped" Size Main sum, "bytes of chunks the arena took (all states)";
+            count clean_extent_bytes as retained "retained" Size Main sum,
+                "bytes of free chunks kept clean (purged or never touched) for reuse";
+            count chunks "chunks" Size Main sum, "chunks the arena took (2 MiB each)";
+            count page_chunks "page_chunks" Size Main sum,
+                "chunks holding slabs and large page runs";
+            count purged_bytes "purged_bytes" U64 Main sum, "bytes purged (MADV_DONTNEED) so far";
+            figure small_allocated "small.allocated" Size Main sum,
+                "bytes in small blocks handed out (thread-cached ones included)";
+            figure small_nmalloc "small.nmalloc" U64 Main sum,
+                "small blocks handed out by the bins (to thread caches in batches)";
+            figure small_ndalloc "small.ndalloc" U64 Main sum, "small blocks returned to the bins";
+            count large_allocated "large.allocated" Size Large sum,
+                "bytes in large blocks (page runs)";
+            count large_nmalloc "large.nmalloc" U64 Large sum,
+                "large blocks allocated from the arena";
+            count large_nfree as large_ndalloc "large.ndalloc" U64 Large sum,
+                "large blocks freed to the arena";
+            count huge_allocated "huge.allocated" Size Large sum,
+                "bytes in huge blocks (runs of whole chunks)";
+            count huge_nmalloc "huge.nmalloc" U64 Large sum, "huge blocks allocated";
+            count huge_nfree as huge_ndalloc "huge.ndalloc" U64 Large sum, "huge blocks freed";
+            count advised_huge_bytes as thp_huge_advised "thp.huge_advised" Size Thp sum,
+                "bytes of chunks advised MADV_HUGEPAGE (hg in smaps), counted at each advice";
+            count advised_nohuge_bytes as thp_nohuge_advised "thp.nohuge_advised" Size Thp sum,
+                "bytes of chunks advised MADV_NOHUGEPAGE (nh in smaps), counted at each advice";
+            count subreleased_bytes as thp_subreleased "thp.subreleased" U64 Thp sum,
+                "bytes purged from huge-backed chunks (splitting their huge page) under dirty_max";
+            count collapsed_bytes as thp_collapsed "thp.collapsed" U64 Thp sum,
+                "bytes of split chunks collapsed into huge pages again (thp_collapse)";
+            figure lock_waits "lock_waits" U64 Mutex sum, "times the arena lock was found held";
+            count huge_active, "bytes of the chunks of live huge blocks";
+            count active_pages, "pages in use by slabs and large runs";
+            count dirty_extent_bytes, "bytes of free extents kept dirty";
+            count muzzy_extent_bytes,
+                "bytes of free extents given MADV_FREE and not yet MADV_DONTNEED (muzzy_decay_ms)";
+        } }
+    };
 }
+pub(crate) use arena_figures;
+
+arena_figures!(counters! {
+    /// Counters of one arena's page runs, huge blocks and chunks, from [`arena_figures!`].
+    ArenaStats
+});

@@ -37,16 +37,92 @@ pub struct BinState {
     pub stats: BinStats,
 }
 
-/// Counters of one bin (objects and slabs).
-#[derive(Clone, Copy, Default, Debug)]
-pub struct BinStats {
-    pub nmalloc: u64,
-    pub nfree: u64,
-    /// Slabs the bin holds (current, non-full and full).
-    pub nslabs: u64,
-    pub nfills: u64,
-    pub nflushes: u64,
+/// Builds a counter struct from a list of counters and figures (STYLE rule 7: every statistic
+/// declared once). A list is a macro such as [`bin_figures!`] that hands its rows to the macro
+/// it is given: `counters!` here makes the struct of the counters an owner updates under its
+/// lock (`BinStats`, `arena_state::ArenaStats`), and `stats`'s `figures!` makes, from the same
+/// rows, the figure struct, its gathering and merge, the `ctl` names and the printing. A row
+/// is one of:
+/// - `count field "name" Type Section merge, "doc";`: a counter (a `u64` field `field`),
+///   shown as figure `name` (figure field `field`);
+/// - `count field as shown "name" Type Section merge, "doc";`: the same, figure field `shown`;
+/// - `count field, "doc";`: a counter no figure shows as it is (derived figures read it);
+/// - `figure field "name" Type Section merge, "doc";`: a figure with no counter of its own,
+///   computed by `stats` (the method `field()` of the list's source there).
+///
+/// `Type` is the C type `mallctl` reads (`Unsigned`, `U64`, `Size`), `Section` the printed
+/// part (`Main`, `Large`, `Thp`, `Mutex`), `merge` how arenas merge (`sum`, `same`). Gives the
+/// struct (`Clone`, `Copy`, `Debug`, `PartialEq`), `ZERO` (usable in a `const fn`) and
+/// `Default`. The rows are read one macro step each: a list of more than about 120 rows needs
+/// a higher `recursion_limit`.
+macro_rules! counters {
+    (@rows $h:tt [$($acc:tt)*] count $field:ident, $doc:literal; $($rest:tt)*) => {
+        counters!(@rows $h [$($acc)* ($field $doc)] $($rest)*);
+    };
+    (@rows $h:tt [$($acc:tt)*]
+        count $field:ident $(as $shown:ident)? $name:literal $ty:ident $sec:ident $merge:ident,
+        $doc:literal; $($rest:tt)*) => {
+        counters!(@rows $h [$($acc)* ($field $doc)] $($rest)*);
+    };
+    (@rows $h:tt [$($acc:tt)*]
+        figure $field:ident $name:literal $ty:ident $sec:ident $merge:ident, $doc:literal;
+        $($rest:tt)*) => {
+        counters!(@rows $h [$($acc)*] $($rest)*);
+    };
+    (@rows [$(#[$meta:meta])* $S:ident] [$(($field:ident $doc:literal))*]) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct $S {
+            $(#[doc = $doc] pub $field: u64,)*
+        }
+
+        impl $S {
+            /// Every counter 0.
+            pub const ZERO: $S = $S { $($field: 0,)* };
+        }
+
+        impl Default for $S {
+            fn default() -> $S {
+                $S::ZERO
+            }
+        }
+    };
+    ($(#[$meta:meta])* $S:ident { $($rows:tt)* }) => {
+        counters!(@rows [$(#[$meta])* $S] [] $($rows)*);
+    };
 }
+// Used by `arena_state`, which `--cfg loom` builds leave out.
+#[cfg_attr(loom, allow(unused_imports))]
+pub(crate) use counters;
+
+/// The counters and figures of one bin (`stats.arenas.<i>.bins.<j>.*`), one row each (the
+/// forms are [`counters!`]'s): `bin_figures!(then! { header })` hands them to `then!`. Rows
+/// are in the order `ctl` and the printing list the figures.
+macro_rules! bin_figures {
+    ($then:ident! { $($head:tt)* }) => {
+        $then! { $($head)* {
+            figure size "size" Size Main same, "the class's block size in bytes";
+            count nmalloc "nmalloc" U64 Main sum,
+                "blocks handed out (to thread caches in batches)";
+            count nfree as ndalloc "ndalloc" U64 Main sum, "blocks returned";
+            figure curregs "curregs" Size Main sum,
+                "blocks out (held by the program or a thread cache)";
+            count nslabs as curslabs "curslabs" Size Main sum, "slabs the bin holds";
+            count nfills "nfills" U64 Main sum, "thread-cache fills from the bin";
+            count nflushes "nflushes" U64 Main sum, "thread-cache flushes to the bin";
+            figure lock_waits "lock_waits" U64 Mutex sum, "times the bin lock was found held";
+        } }
+    };
+}
+// Used by `stats`, which `--cfg loom` builds leave out.
+#[cfg_attr(loom, allow(unused_imports))]
+pub(crate) use bin_figures;
+
+bin_figures!(counters! {
+    /// Counters of one bin (objects and slabs), from [`bin_figures!`]; `nslabs` counts the
+    /// current, non-full and full slabs.
+    BinStats
+});
 
 // SAFETY: the raw slab pointers are only used under the bin lock.
 unsafe impl Send for BinState {}
@@ -65,13 +141,7 @@ impl BinState {
             nempty: 0,
             ops_since_scan: 0,
             scan_every: SCAN_EVERY_MIN,
-            stats: BinStats {
-                nmalloc: 0,
-                nfree: 0,
-                nslabs: 0,
-                nfills: 0,
-                nflushes: 0,
-            },
+            stats: BinStats::ZERO,
         }
     }
 

@@ -20,7 +20,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Command;
 
 /// Files still holding panic sites (`allocator-core/src/<file>`), to be cleaned and removed
-/// from this list; every other file of the project must have none.
+/// from this list; every other file of the project must have none. An entry `NAME.rs` also
+/// covers the files of the directory module `NAME/` (`ctl.rs` covers `ctl/mod.rs` and
+/// `ctl/name.rs`): see [`not_yet`].
 const NOT_YET: &[&str] = &[
     "arena.rs",
     "thread.rs",
@@ -43,6 +45,18 @@ const NOT_YET: &[&str] = &[
     // Heap profiling (issue 15): the dump writers index their buffers; to be cleaned.
     "prof.rs",
 ];
+
+/// Whether `file` (relative to `allocator-core/src/` or `allocator-ffi/src/`) is listed in
+/// [`NOT_YET`]: by its own name, or as a file of a directory module whose `NAME.rs` is listed.
+fn not_yet(file: &str) -> bool {
+    NOT_YET.iter().any(|entry| {
+        file == *entry
+            || entry
+                .strip_suffix(".rs")
+                .and_then(|module| file.strip_prefix(module))
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
 
 /// Whether a symbol (demangled) is a panic entry point.
 fn is_panic_entry(name: &str) -> bool {
@@ -167,6 +181,19 @@ fn panic_sites(so: &std::path::Path) -> Vec<(u64, String, Option<String>)> {
         .collect()
 }
 
+/// The NOT_YET matching: a directory module's files are covered by its `NAME.rs` entry, and
+/// only those (so the main test still fails for a file not listed).
+#[test]
+fn not_yet_covers_directory_modules_only() {
+    assert!(not_yet("ctl.rs"));
+    assert!(not_yet("ctl/mod.rs"));
+    assert!(not_yet("ctl/name.rs"));
+    assert!(!not_yet("ctlx.rs"));
+    assert!(!not_yet("ctlx/mod.rs"));
+    assert!(!not_yet("config/parse.rs"));
+    assert!(!not_yet("lib.rs"));
+}
+
 #[test]
 fn no_panic_site_in_allocator_code() {
     if cfg!(debug_assertions) {
@@ -189,12 +216,12 @@ fn no_panic_site_in_allocator_code() {
     }
     // The check sees something: the files not yet cleaned do hold sites.
     assert!(
-        NOT_YET.iter().any(|f| ours.contains_key(*f)),
+        ours.keys().any(|f| not_yet(f)),
         "no panic site attributed at all: is the attribution broken?"
     );
     let bad: Vec<&String> = ours
         .iter()
-        .filter(|(file, _)| !NOT_YET.contains(&file.as_str()))
+        .filter(|(file, _)| !not_yet(file))
         .flat_map(|(_, l)| l)
         .collect();
     assert!(

@@ -1,6 +1,8 @@
 //! Unit tests of the option table, the parser, the warnings and the order of the sources.
 
+use super::load::suggest;
 use super::*;
+use crate::os::HugePageSize;
 use proptest::prelude::*;
 use std::string::String;
 use std::vec::Vec;
