@@ -652,17 +652,6 @@ pub fn at_exit(f: extern "C" fn()) -> bool {
     unsafe { libc::atexit(f) == 0 }
 }
 
-/// The calling thread's minor and major page-fault counts (`getrusage(RUSAGE_SELF)` is
-/// process-wide; this returns the process figures).
-pub fn minor_faults() -> u64 {
-    // SAFETY: getrusage writes into the zeroed local struct.
-    unsafe {
-        let mut ru: libc::rusage = core::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru.ru_minflt as u64
-    }
-}
-
 /// Reads the target of the symbolic link at `path` (NUL-terminated) into `buf`, without a
 /// NUL; returns its length, or `None` where `path` is missing or not a symbolic link. A
 /// result of `buf.len()` means the target may have been cut short.

@@ -6,49 +6,49 @@ use std::process::Command;
 
 fn misuse(case: &str) {
     let mut stack_word = 0u64;
-    let p = hugealloc::alloc::malloc(64);
+    let p = hugealloc::testing::alloc::malloc(64);
     match case {
         "foreign" => {
             let q = Box::into_raw(Box::new(stack_word)) as *mut u8; // the system allocator's
                                                                     // SAFETY: deliberately invalid: this pointer is not hugealloc's.
-            unsafe { hugealloc::alloc::free(q) };
+            unsafe { hugealloc::testing::alloc::free(q) };
         }
         "stack" => {
             stack_word += 1;
             // SAFETY: deliberately invalid.
-            unsafe { hugealloc::alloc::free(&mut stack_word as *mut u64 as *mut u8) };
+            unsafe { hugealloc::testing::alloc::free(&mut stack_word as *mut u64 as *mut u8) };
         }
         "interior" => {
             // SAFETY: deliberately invalid: a pointer inside a block.
-            unsafe { hugealloc::alloc::free_no_cache(p.add(16)) };
+            unsafe { hugealloc::testing::alloc::free_no_cache(p.add(16)) };
         }
         "misaligned" => {
             // SAFETY: deliberately invalid.
-            unsafe { hugealloc::alloc::free(p.add(3)) };
+            unsafe { hugealloc::testing::alloc::free(p.add(3)) };
         }
         "double" => {
             // SAFETY: deliberately invalid: the second free.
             unsafe {
-                hugealloc::alloc::free(p);
-                hugealloc::alloc::free(p);
+                hugealloc::testing::alloc::free(p);
+                hugealloc::testing::alloc::free(p);
             }
         }
         "double_huge" => {
-            let h = hugealloc::alloc::malloc(8 << 20);
+            let h = hugealloc::testing::alloc::malloc(8 << 20);
             // SAFETY: deliberately invalid: the second free.
             unsafe {
-                hugealloc::alloc::free(h);
-                hugealloc::alloc::free(h);
+                hugealloc::testing::alloc::free(h);
+                hugealloc::testing::alloc::free(h);
             }
         }
         "huge_interior" => {
-            let h = hugealloc::alloc::malloc(8 << 20);
+            let h = hugealloc::testing::alloc::malloc(8 << 20);
             // SAFETY: deliberately invalid.
-            unsafe { hugealloc::alloc::free(h.add(4 << 20)) };
+            unsafe { hugealloc::testing::alloc::free(h.add(4 << 20)) };
         }
         "wrong_size" => {
             // SAFETY: deliberately invalid: 64-byte block freed as 4096.
-            unsafe { hugealloc::alloc::free_sized(p, 4096, 1) };
+            unsafe { hugealloc::testing::alloc::free_sized(p, 4096, 1) };
         }
         _ => unreachable!(),
     }
