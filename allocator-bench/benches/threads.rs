@@ -237,7 +237,7 @@ fn larson<A: GlobalAlloc + Sync>(a: &'static A, iters: u64) -> Duration {
             // thread (a block handed over leaves the set at once), and is refilled below.
             unsafe { free_sized(a, set[slot]) };
             let p = alloc_sized(a, sizes[i % NSIZES]);
-            set[slot] = if (x >> 32) % 8 == 0 && out.push(p) {
+            set[slot] = if (x >> 32).is_multiple_of(8) && out.push(p) {
                 inbox
                     .pop()
                     .unwrap_or_else(|| alloc_sized(a, sizes[(i + 1) % NSIZES]))

@@ -67,7 +67,7 @@ enum Node {
 fn build(seed: u64, depth: u32, budget: &mut i64) -> Box<Node> {
     *budget -= 1;
     let r = mix(seed);
-    if depth >= 8 || *budget <= 0 || r % 4 == 0 {
+    if depth >= 8 || *budget <= 0 || r.is_multiple_of(4) {
         return Box::new(if r & 16 == 0 {
             Node::Num((r % 1000) as f64 / 7.0)
         } else {

@@ -109,7 +109,7 @@ fn expand(d: u64, history: &mut Vec<Big>) -> (u64, u64) {
     // Pell: p^2 - d q^2 = (-1)^period.
     let pp = mul(&p, &p);
     let dqq = mul_small(&mul(&q, &q), d as u32);
-    let ok = if period % 2 == 0 {
+    let ok = if period.is_multiple_of(2) {
         pp == add(&dqq, &[1])
     } else {
         add(&pp, &[1]) == dqq
