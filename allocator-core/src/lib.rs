@@ -96,6 +96,9 @@
 //! `tests/privacy.rs` fails if a module other than `ctl`, `ffi` and `testing` becomes public.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
+// Under loom only the layers the models drive are built, without the process-wide code that
+// uses the rest of them: unused items there are expected, not dead code.
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 // std is used for `thread_local!` (const init, no destructor) and in tests only.
 extern crate std;
