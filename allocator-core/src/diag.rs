@@ -114,6 +114,20 @@ pub fn fatal(what: &str) -> ! {
     Msg::new().str(what).fatal()
 }
 
+/// Aborts with `hugealloc: <what>: index <i>, length <len>`: an index a table cannot hold,
+/// which only corrupt metadata produces (instead of a panic, or a wrong entry).
+#[cold]
+#[inline(never)]
+pub fn fatal_index(what: &str, i: usize, len: usize) -> ! {
+    Msg::new()
+        .str(what)
+        .str(": index ")
+        .dec(i as u64)
+        .str(", length ")
+        .dec(len as u64)
+        .fatal()
+}
+
 /// Whether the full invariant scans run: always in debug and test builds, and in release builds
 /// under `check:full` (set once by the init; the `check` cargo feature makes it the default).
 static FULL_CHECKS: crate::sync::plain::AtomicBool = crate::sync::plain::AtomicBool::new(false);
