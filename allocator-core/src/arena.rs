@@ -42,14 +42,14 @@ pub struct Arena {
     /// This arena's own `dirty_decay_ms` (encoded as `DIRTY_DECAY_MS`), or `DECAY_INHERIT`.
     decay_ms: crate::sync::AtomicU64,
     pub nthreads: AtomicUsize,
-    pub bins: [Mutex<BinState>; NSMALL],
-    pub inner: Mutex<ArenaInner>,
+    pub(crate) bins: [Mutex<BinState>; NSMALL],
+    pub(crate) inner: Mutex<ArenaInner>,
 }
 
-// The descriptor pointers these methods take (`PageChunk`, `Extent`) come only from
-// `owner_of`, which validates them against the pagemap; making every method `unsafe` would
-// move that one fact to every call site without adding a check.
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
+// The descriptor pointers the `pub(crate)` methods take (`PageChunk`, `Extent`, blocks and
+// slabs) come only from `owner_of`, which validates them against the pagemap; making those
+// methods `unsafe` would move that one fact to every call site without adding a check. They
+// stay crate-internal: the arena is reachable from outside only through `testing`.
 impl Arena {
     /// Creates arena number `index` in metadata memory. Null when out of memory.
     pub fn create(index: u32, policy: Thp) -> *mut Arena {
@@ -137,7 +137,7 @@ impl Arena {
     /// Returns `ptrs` (all of small class `class`, all owned by this arena) to their slabs,
     /// taking the bin lock once. Aborts on a pointer that is not an object start or is
     /// already free.
-    pub fn bin_flush(&self, class: usize, ptrs: &[*mut u8]) {
+    pub(crate) fn bin_flush(&self, class: usize, ptrs: &[*mut u8]) {
         let mut items = [(null_mut(), null_mut()); BATCH_MAX];
         for chunk in ptrs.chunks(items.len()) {
             for (item, &p) in items.iter_mut().zip(chunk) {
@@ -148,7 +148,7 @@ impl Arena {
     }
 
     /// As `bin_flush`, with each pointer's slab already looked up (`slab_of`).
-    pub fn bin_flush_slabs(&self, class: usize, items: &[(*mut u8, *mut Slab)]) {
+    pub(crate) fn bin_flush_slabs(&self, class: usize, items: &[(*mut u8, *mut Slab)]) {
         let r = self.bins[class]
             .lock()
             .flush(items, |s| self.slab_release(s));
@@ -233,7 +233,7 @@ impl Arena {
     }
 
     /// Frees a large block found by `owner_of`.
-    pub fn large_free(&self, pc: *mut PageChunk, page: usize) {
+    pub(crate) fn large_free(&self, pc: *mut PageChunk, page: usize) {
         let mut inner = self.inner.lock();
         // SAFETY: pc is the block's live page chunk; its head word says how many pages.
         let (n, class) = unsafe {
@@ -257,7 +257,7 @@ impl Arena {
     }
 
     /// Resizes a large block in place to `new_class` (a large class); returns whether it could.
-    pub fn large_resize(&self, pc: *mut PageChunk, page: usize, new_class: usize) -> bool {
+    pub(crate) fn large_resize(&self, pc: *mut PageChunk, page: usize, new_class: usize) -> bool {
         let mut inner = self.inner.lock();
         // SAFETY: pc is the block's live page chunk and we hold the arena lock.
         let pcr = unsafe { &mut *pc };
@@ -321,7 +321,7 @@ impl Arena {
     }
 
     /// Frees a huge block found by `owner_of`.
-    pub fn huge_free(&self, e: *mut Extent) {
+    pub(crate) fn huge_free(&self, e: *mut Extent) {
         let mut inner = self.inner.lock();
         // SAFETY: e is a live huge block of this arena (checked by owner_of).
         unsafe {
@@ -344,7 +344,7 @@ impl Arena {
 
     /// Resizes a huge block in place to `new_class` (requested `size`): shrinks by giving back
     /// tail chunks, grows into a free neighbour. Returns whether it could.
-    pub fn huge_resize(&self, e: *mut Extent, new_class: usize, size: usize) -> bool {
+    pub(crate) fn huge_resize(&self, e: *mut Extent, new_class: usize, size: usize) -> bool {
         let mut inner = self.inner.lock();
         // SAFETY: e is a live huge block of this arena and we hold the arena lock.
         let er = unsafe { &mut *e };

@@ -335,12 +335,21 @@ pub fn for_each_group<T>(
     key: impl Fn(&T) -> u32,
     mut f: impl FnMut(u32, &mut [T]),
 ) {
-    while !items.is_empty() {
-        let home = key(&items[0]);
+    while let Some(first) = items.first() {
+        let home = key(first);
+        // Moves the matches to the front: `k` of them so far, so `k <= i`; the swap is written
+        // with `split_at_mut` and `get_mut` so it compiles to no bounds check (`k == i` needs
+        // no swap, and `k > i` cannot happen).
         let mut k = 0;
         for i in 0..items.len() {
-            if key(&items[i]) == home {
-                items.swap(i, k);
+            let (before, from_i) = items.split_at_mut(i);
+            let Some(item) = from_i.first_mut() else {
+                break;
+            };
+            if key(item) == home {
+                if let Some(slot) = before.get_mut(k) {
+                    core::mem::swap(slot, item);
+                }
                 k += 1;
             }
         }

@@ -1,5 +1,8 @@
 //! Fixed-size bitmaps: `Bitmap<W>` holds `64 * W` bits in plain words (slab free maps, chunk
 //! page maps), with first-set and run searches. A set bit means "free" wherever hugealloc uses it.
+//!
+//! A bit index past the map (only corrupt metadata makes one) aborts with a message through
+//! `diag`: no panic (whose hook would allocate inside the allocator), no wrong bit.
 
 /// `64 * W` bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,19 +17,37 @@ impl<const W: usize> Bitmap<W> {
         Bitmap { words: [0; W] }
     }
 
+    /// The word holding bit `i`.
+    #[inline(always)]
+    fn word(&self, i: usize) -> u64 {
+        match self.words.get(i / 64) {
+            Some(&w) => w,
+            None => past_end(i, Self::BITS),
+        }
+    }
+
+    /// The word holding bit `i`, to change.
+    #[inline(always)]
+    fn word_mut(&mut self, i: usize) -> &mut u64 {
+        match self.words.get_mut(i / 64) {
+            Some(w) => w,
+            None => past_end(i, Self::BITS),
+        }
+    }
+
     #[inline]
     pub fn get(&self, i: usize) -> bool {
-        self.words[i / 64] >> (i % 64) & 1 != 0
+        self.word(i) >> (i % 64) & 1 != 0
     }
 
     #[inline]
     pub fn set(&mut self, i: usize) {
-        self.words[i / 64] |= 1 << (i % 64);
+        *self.word_mut(i) |= 1 << (i % 64);
     }
 
     #[inline]
     pub fn clear(&mut self, i: usize) {
-        self.words[i / 64] &= !(1 << (i % 64));
+        *self.word_mut(i) &= !(1 << (i % 64));
     }
 
     /// Sets bits `start..start + len`.
@@ -43,7 +64,6 @@ impl<const W: usize> Bitmap<W> {
         let mut i = start;
         let end = start + len;
         while i < end {
-            let w = i / 64;
             let lo = i % 64;
             let n = (64 - lo).min(end - i);
             let mask = if n == 64 {
@@ -51,10 +71,11 @@ impl<const W: usize> Bitmap<W> {
             } else {
                 ((1u64 << n) - 1) << lo
             };
+            let word = self.word_mut(i);
             if value {
-                self.words[w] |= mask;
+                *word |= mask;
             } else {
-                self.words[w] &= !mask;
+                *word &= !mask;
             }
             i += n;
         }
@@ -148,7 +169,7 @@ impl<const W: usize> Bitmap<W> {
     pub fn run_start(&self, i: usize) -> usize {
         debug_assert!(self.get(i));
         let mut w = i / 64;
-        let mut clear = !self.words[w] & (u64::MAX >> (63 - i % 64));
+        let mut clear = !self.word(i) & (u64::MAX >> (63 - i % 64));
         loop {
             if clear != 0 {
                 return w * 64 + 64 - clear.leading_zeros() as usize;
@@ -157,7 +178,7 @@ impl<const W: usize> Bitmap<W> {
                 return 0;
             }
             w -= 1;
-            clear = !self.words[w];
+            clear = !self.word(w * 64);
         }
     }
 
@@ -176,6 +197,13 @@ impl<const W: usize> Bitmap<W> {
         }
         longest
     }
+}
+
+/// Aborts on bit `i` of a map of `bits` bits.
+#[cold]
+#[inline(never)]
+fn past_end(i: usize, bits: usize) -> ! {
+    crate::diag::fatal_index("a bitmap bit past the map (corrupt metadata)", i, bits)
 }
 
 impl<const W: usize> Default for Bitmap<W> {

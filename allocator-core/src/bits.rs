@@ -9,26 +9,10 @@ pub const fn align_up(v: usize, align: usize) -> Option<usize> {
     }
 }
 
-/// Rounds `v` down to a multiple of `align` (a power of two).
-#[inline(always)]
-pub const fn align_down(v: usize, align: usize) -> usize {
-    v & !(align - 1)
-}
-
 /// `floor(log2(v))` for `v > 0`.
 #[inline(always)]
 pub const fn lg_floor(v: usize) -> u32 {
     usize::BITS - 1 - v.leading_zeros()
-}
-
-/// `ceil(log2(v))` for `v > 0`.
-#[inline(always)]
-pub const fn lg_ceil(v: usize) -> u32 {
-    if v <= 1 {
-        0
-    } else {
-        lg_floor(v - 1) + 1
-    }
 }
 
 #[cfg(test)]
@@ -40,12 +24,8 @@ mod tests {
         assert_eq!(align_up(0, 16), Some(0));
         assert_eq!(align_up(17, 16), Some(32));
         assert_eq!(align_up(usize::MAX, 16), None);
-        assert_eq!(align_down(4097, 4096), 4096);
         assert_eq!(lg_floor(1), 0);
         assert_eq!(lg_floor(4096), 12);
         assert_eq!(lg_floor(4097), 12);
-        assert_eq!(lg_ceil(4097), 13);
-        assert_eq!(lg_ceil(1), 0);
-        assert_eq!(lg_ceil(2), 1);
     }
 }

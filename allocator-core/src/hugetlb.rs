@@ -499,7 +499,11 @@ impl HugetlbSource {
     /// Precondition: for fresh pages, whole pages (`chunks.addr` and `chunks.nchunks` multiples
     /// of `backing.page_chunks()`): a hugetlb page cannot be given back in part. Ordinary chunks
     /// are the caller's business (purged, or kept) and are refused (returns 0).
-    pub fn give_back(&self, chunks: Chunks) -> usize {
+    ///
+    /// # Safety
+    /// `chunks` came from this source's `take` (or is a whole-page part of what it returned),
+    /// is not given back twice, and nothing uses its memory any more: fresh pages are unmapped.
+    pub unsafe fn give_back(&self, chunks: Chunks) -> usize {
         let unit = chunks.backing.page_chunks();
         if chunks.backing.is_reserve() {
             let r = self.reserve.lock();

@@ -82,91 +82,124 @@
 //! # For contributors
 //!
 //! `docs/architecture.md` in the repository describes the layers and the paths a pointer
-//! takes. The modules below are listed bottom-up; each uses only modules listed before it. The
-//! internal modules are public for the workspace's tests and benches only: they are not part
-//! of the API.
+//! takes. The modules below are listed bottom-up; each uses only modules listed before it.
+//! They are private: the API is what this page shows (the items of the crate root and
+//! [`ctl`]). Two hidden modules give the rest of the workspace a deliberate way in, and are not
+//! API either (no stability, no semver, absent from this documentation):
+//! - `ffi`: the C entry points (`c_api`) that `hugealloc-ffi` exports as `malloc`, `mallctl`,
+//!   ...; every function taking a raw pointer is an `unsafe fn` with its contract.
+//! - `testing`: the internals the workspace's tests, benches and fuzz targets need, grouped by
+//!   module (`hugealloc::testing::arena::set_decay_ms` is `crate::arena::set_decay_ms`); a
+//!   function that takes a raw pointer is an `unsafe fn` there. A test needing one more item
+//!   adds a re-export to its module's group in `testing.rs`, not a `pub mod`.
+//!
+//! `tests/privacy.rs` fails if a module other than `ctl`, `ffi` and `testing` becomes public.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
+// Under loom only the layers the models drive are built, without the process-wide code that
+// uses the rest of them: unused items there are expected, not dead code.
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 // std is used for `thread_local!` (const init, no destructor) and in tests only.
 extern crate std;
 
 // Layer order, bottom up (rustfmt keeps one-line groups as written). Under `--cfg loom` only
 // the layers without process-wide state are built: the loom models drive local instances.
-pub mod os;
+mod os;
 
-pub mod sync;
+mod sync;
 
-pub mod diag;
+mod diag;
 
-pub mod bits;
+mod bits;
 
-pub mod bitmap;
+mod bitmap;
 
-pub mod size_class;
+mod size_class;
 
-pub mod thp;
+mod thp;
 
-pub mod config;
+mod config;
 
-pub mod pagemap;
+mod pagemap;
 
-pub mod list;
+mod list;
 
-pub mod chunk;
-
-#[cfg(not(loom))]
-pub mod hugetlb;
-
-pub mod base;
-
-pub mod slab;
-
-pub mod bin;
+mod chunk;
 
 #[cfg(not(loom))]
-pub mod owner;
+mod hugetlb;
+
+mod base;
+
+mod slab;
+
+mod bin;
 
 #[cfg(not(loom))]
-pub mod arena_state;
+mod owner;
 
 #[cfg(not(loom))]
-pub mod extent;
+mod arena_state;
 
 #[cfg(not(loom))]
-pub mod pages;
+mod extent;
 
 #[cfg(not(loom))]
-pub mod purge;
+mod pages;
 
 #[cfg(not(loom))]
-pub mod arena;
-
-pub mod registry;
+mod purge;
 
 #[cfg(not(loom))]
-pub mod tcache;
+mod arena;
+
+mod registry;
 
 #[cfg(not(loom))]
-pub mod thread;
+mod tcache;
 
 #[cfg(not(loom))]
-pub mod prof;
+mod thread;
 
 #[cfg(not(loom))]
-pub mod stats;
+mod prof;
 
 #[cfg(not(loom))]
-pub mod init;
+mod stats;
+
+#[cfg(not(loom))]
+mod init;
 
 #[cfg(not(loom))]
 pub mod ctl;
 
 #[cfg(not(loom))]
-pub mod alloc;
+mod alloc;
 
 #[cfg(not(loom))]
-pub mod c_api;
+mod c_api;
+
+// Not API (see "For contributors" above): the internals the workspace's tests use.
+#[doc(hidden)]
+pub mod testing;
+
+/// The C entry points `hugealloc-ffi` exports (not API: see "For contributors" in the crate
+/// documentation). Each is the C function of its name, with C's semantics (`errno`, overflow
+/// checks, `EINVAL`) and the contract `hugealloc.h` states; each taking a raw pointer is an
+/// `unsafe fn` whose `# Safety` section is that contract.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod ffi {
+    pub use crate::c_api::{
+        aligned_alloc, calloc, dallocx, free, free_aligned_sized, free_sized, mallctl,
+        mallctlbymib, mallctlnametomib, mallinfo, mallinfo2, malloc, malloc_stats, malloc_trim,
+        malloc_usable_size, mallocx, mallopt, memalign, nallocx, on_load, posix_memalign, pvalloc,
+        rallocx, realloc, reallocarray, sallocx, sdallocx, stats_print, valloc, xallocx, Mallinfo,
+        Mallinfo2, WriteCb, MALLCTL_ARENAS_ALL, MALLOCX_LG_ALIGN_MASK, MALLOCX_TCACHE_NONE,
+        MALLOCX_ZERO,
+    };
+}
 
 pub use thp::{Defrag, SystemMode, Thp, ThpStatus};
 

@@ -80,14 +80,28 @@ mod table {
     /// The registry lock (rank 1).
     static REGISTRY: Mutex<()> = Mutex::new(());
 
-    /// Arena `i`, which must exist.
+    /// Arena `i`, which must exist: an index past the table or of an arena not created (only
+    /// corrupt metadata or a caller's bug makes one) aborts with a message, never a panic or
+    /// a wrong arena. One compare and branch, to a cold function.
     #[inline]
     pub fn arena(i: usize) -> &'static Arena {
+        let Some(slot) = ARENAS.get(i) else {
+            no_arena(i)
+        };
         // Acquire pairs with the Release store when the arena was created.
-        let a = ARENAS[i].load(Ordering::Acquire);
-        debug_assert!(!a.is_null());
-        // SAFETY: arenas are never destroyed; index i was handed out only after creation.
+        let a = slot.load(Ordering::Acquire);
+        if a.is_null() {
+            no_arena(i);
+        }
+        // SAFETY: arenas are never destroyed, and a non-null slot holds a created arena.
         unsafe { &*a }
+    }
+
+    /// Aborts on arena index `i`, which names no arena.
+    #[cold]
+    #[inline(never)]
+    fn no_arena(i: usize) -> ! {
+        crate::diag::fatal_index("no such arena (corrupt metadata?)", i, narenas())
     }
 
     /// Arena `i` if it exists.

@@ -158,17 +158,6 @@ pub static DIV_MAGIC: [u32; NSMALL] = {
 // The magic is exact for offsets below 2^32 / 1: every slab is far smaller.
 const _: () = assert!(16 * PAGE < 1 << 31);
 
-/// Per class: the class size (the first `HUGE_FIRST` classes; huge sizes are computed).
-pub static SIZES: [u32; HUGE_FIRST] = {
-    let mut t = [0u32; HUGE_FIRST];
-    let mut i = 0;
-    while i < HUGE_FIRST {
-        t[i] = class_size(i) as u32;
-        i += 1;
-    }
-    t
-};
-
 /// The usable size of a request of `size` bytes aligned to `align` (a power of two), and the
 /// class serving it; `None` if it cannot be served (too big).
 ///

@@ -5,7 +5,7 @@
 
 use crate::bitmap::Bitmap;
 use crate::list::linked;
-use crate::size_class::{class_size, DIV_MAGIC, SLAB_MAX_OBJS, SLAB_OBJS};
+use crate::size_class::{class_size, DIV_MAGIC, NSMALL, SLAB_MAX_OBJS, SLAB_OBJS};
 
 #[repr(C)]
 pub struct Slab {
@@ -28,15 +28,19 @@ pub struct Slab {
 linked!(Slab);
 
 impl Slab {
-    /// Initialises a slab of `class` at `addr` with every object free.
+    /// Initialises a slab of `class` (a small class: anything else aborts) at `addr` with
+    /// every object free.
     pub fn init(&mut self, addr: usize, class: usize, arena: u32) {
-        let nobjs = SLAB_OBJS[class] as usize;
+        let (Some(&nobjs), Some(&magic)) = (SLAB_OBJS.get(class), DIV_MAGIC.get(class)) else {
+            crate::diag::fatal_index("a slab of a class that is not small", class, NSMALL)
+        };
+        let nobjs = nobjs as usize;
         self.addr = addr;
         self.class = class as u32;
         self.arena = arena;
         self.nobjs = nobjs as u32;
         self.size = class_size(class) as u32;
-        self.magic = DIV_MAGIC[class];
+        self.magic = magic;
         self.nfree = nobjs as u32;
         self.next = core::ptr::null_mut();
         self.prev = core::ptr::null_mut();

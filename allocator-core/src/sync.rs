@@ -24,7 +24,9 @@ pub use loom::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
+// The full set, for every module to take from; some go unused in a given build.
 #[cfg(not(loom))]
+#[allow(unused_imports)]
 pub use core::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
@@ -46,6 +48,7 @@ pub use const_unless_loom;
 /// Atomics for process-wide statics that hold settings or statistics and take part in no
 /// protocol a loom model checks: always `core`'s, so they can sit in `static`s in every build.
 pub mod plain {
+    #[allow(unused_imports)]
     pub use core::sync::atomic::{
         AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
@@ -68,11 +71,6 @@ impl<T> UnsafeCell<T> {
     #[inline(always)]
     pub fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
         f(self.0.get())
-    }
-    /// The raw pointer, for structures whose locking discipline lives outside the cell.
-    #[inline(always)]
-    pub fn get(&self) -> *mut T {
-        self.0.get()
     }
 }
 

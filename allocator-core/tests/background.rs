@@ -2,7 +2,7 @@
 //! own thread, with no allocation activity at all; without it the same memory stays dirty
 //! until the next allocation. Each case runs in a child process (the option is read at init).
 
-use hugealloc::alloc;
+use hugealloc::testing::alloc;
 use std::process::Command;
 
 const CHILD: &str = "HUGEALLOC_TEST_BACKGROUND_CHILD";
@@ -24,7 +24,7 @@ fn child() {
     std::thread::sleep(std::time::Duration::from_millis(800));
     println!(
         "running={} dirty={}",
-        hugealloc::init::background_thread_running(),
+        hugealloc::testing::init::background_thread_running(),
         hugealloc::stats().dirty
     );
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use hugealloc::alloc;
+use hugealloc::testing::alloc;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
@@ -36,7 +36,9 @@ fn case(name: &str) {
         "corrupt_slab" => {
             let p = alloc::malloc(48);
             let q = alloc::malloc(48);
-            let hugealloc::arena::Owner::Small { slab, .. } = hugealloc::arena::owner_of(p) else {
+            let hugealloc::testing::arena::Owner::Small { slab, .. } =
+                hugealloc::testing::arena::owner_of(p)
+            else {
                 unreachable!()
             };
             // SAFETY: deliberately corrupts the slab's free count, which the scan must catch.

@@ -2,7 +2,7 @@
 //! table, the `hugealloc_conf` symbol (defined below, as a C program would), the real sources
 //! and stderr lines in child processes, and that parsing allocates nothing.
 
-use hugealloc::config::{
+use hugealloc::testing::config::{
     self, load, load_from, parse_pairs, write_options, Options, Source, OPTION_TABLE,
 };
 use std::os::unix::process::ExitStatusExt;

@@ -1,11 +1,12 @@
-//! Integration tests of the control names (`hugealloc::ctl`, and `c_api::mallctl` for C's
+//! Integration tests of the control names (`hugealloc::ctl`, and `ffi::mallctl` for C's
 //! conventions) and of statistics printing: round trips, error codes, `opt.*` under a
 //! `HUGEALLOC_CONF` given to a child process, per-bin counters, JSON that parses, and THP
 //! advice that follows `arena.<i>.thp` changed at run time (read back from `/proc/self/smaps`).
 
-use hugealloc::c_api::{self, WriteCb};
 use hugealloc::ctl::{self, Ctl, CtlError, CtlValue};
-use hugealloc::{alloc, stats};
+use hugealloc::ffi::{self, WriteCb};
+use hugealloc::stats;
+use hugealloc::testing::alloc;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::process::{Command, Output, Stdio};
 
@@ -54,7 +55,7 @@ fn mallctl_read<T: Copy>(name: &str, len: usize) -> Result<T, i32> {
     let mut len = len;
     // SAFETY: v has size_of::<T>() >= len writable bytes (callers pass at most that).
     let r = unsafe {
-        c_api::mallctl(
+        ffi::mallctl(
             name.as_ptr(),
             (&mut v as *mut T).cast(),
             &mut len,
@@ -74,7 +75,7 @@ fn mallctl_write<T>(name: &str, v: &T, len: usize) -> i32 {
     let name = CString::new(name).unwrap();
     // SAFETY: v has size_of::<T>() >= len readable bytes (callers pass at most that).
     unsafe {
-        c_api::mallctl(
+        ffi::mallctl(
             name.as_ptr(),
             std::ptr::null_mut(),
             std::ptr::null_mut(),
@@ -98,7 +99,7 @@ fn printed(opts: &str) -> String {
     let opts = CString::new(opts).unwrap();
     // SAFETY: collect appends to `out`, which lives across the call; opts is NUL-terminated.
     unsafe {
-        c_api::stats_print(
+        ffi::stats_print(
             Some(collect as WriteCb),
             (&mut out as *mut Vec<u8>).cast(),
             opts.as_ptr(),
@@ -313,7 +314,7 @@ fn ctl_mibs_reach_the_same_values() {
     let mut miblen = mib.len();
     let name = CString::new("arena.0.dirty_decay_ms").unwrap();
     // SAFETY: mib has miblen entries; name is NUL-terminated.
-    let r = unsafe { c_api::mallctlnametomib(name.as_ptr(), mib.as_mut_ptr(), &mut miblen) };
+    let r = unsafe { ffi::mallctlnametomib(name.as_ptr(), mib.as_mut_ptr(), &mut miblen) };
     assert_eq!(r, 0);
     assert_eq!(miblen, 3);
     mib[1] = i;
@@ -321,7 +322,7 @@ fn ctl_mibs_reach_the_same_values() {
     let mut len = 8;
     // SAFETY: v has len writable bytes.
     let r = unsafe {
-        c_api::mallctlbymib(
+        ffi::mallctlbymib(
             mib.as_ptr(),
             miblen,
             (&mut v as *mut i64).cast(),
@@ -462,7 +463,7 @@ fn ctl_reads_and_printing_allocate_nothing() {
         .unwrap();
         for opts in [c"", c"J", c"Jgb"] {
             // SAFETY: sink writes into the live Sink; opts is NUL-terminated.
-            unsafe { c_api::stats_print(Some(sink as WriteCb), sp.cast(), opts.as_ptr()) };
+            unsafe { ffi::stats_print(Some(sink as WriteCb), sp.cast(), opts.as_ptr()) };
         }
     });
     assert_eq!(n, 0);

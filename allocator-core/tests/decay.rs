@@ -2,7 +2,7 @@
 //! passed, allocation activity purges it: `stats().resident` falls back and so does the
 //! process's RSS.
 
-use hugealloc::alloc;
+use hugealloc::testing::alloc;
 
 mod common;
 use common::rss_bytes;
@@ -10,7 +10,7 @@ use common::rss_bytes;
 #[test]
 fn freed_working_set_is_purged_after_the_decay_time() {
     let _ = hugealloc::stats(); // initialise, so the setting below is not overwritten
-    hugealloc::arena::set_decay_ms(200);
+    hugealloc::testing::arena::set_decay_ms(200);
     let base_resident = hugealloc::stats().resident;
     let base_rss = rss_bytes();
     let blocks: Vec<*mut u8> = (0..32).map(|_| alloc::malloc(8 << 20)).collect();

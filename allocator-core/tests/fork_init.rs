@@ -6,5 +6,5 @@ mod forking;
 
 #[test]
 fn fork_while_the_init_runs() {
-    forking::fork_during_init(hugealloc::init::InitStep::ForkHandlers);
+    forking::fork_during_init(hugealloc::testing::init::InitStep::ForkHandlers);
 }

@@ -6,5 +6,5 @@ mod forking;
 
 #[test]
 fn fork_before_the_init_registered_its_handlers() {
-    forking::fork_during_init(hugealloc::init::InitStep::Start);
+    forking::fork_during_init(hugealloc::testing::init::InitStep::Start);
 }

@@ -1,4 +1,4 @@
-//! Explicit huge pages: the hugetlb page source (`hugealloc::hugetlb`) and the `os` functions
+//! Explicit huge pages: the hugetlb page source (`hugealloc::testing::hugetlb`) and the `os` functions
 //! under it, checked against what the kernel recorded: the pool counters in
 //! `/sys/kernel/mm/hugepages/hugepages-*/` and `KernelPageSize` / `Private_Hugetlb` of the
 //! mapping in `/proc/self/smaps`.
@@ -9,8 +9,8 @@
 //! the pools) and a `PoolGuard` per pool it resizes, which puts the old size back when the test
 //! ends, panics included. Pools stay small: a few 2 MiB pages, at most one 1 GiB page.
 
-use hugealloc::hugetlb::{Backing, Cause, Chunks, HugetlbSource};
-use hugealloc::os::{self, HugePageSize};
+use hugealloc::testing::hugetlb::{Backing, Cause, Chunks, HugetlbSource};
+use hugealloc::testing::os::{self, HugePageSize};
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 
@@ -137,14 +137,18 @@ impl Held {
             }
         }
         self.0 = kept;
-        s.give_back(c)
+        // SAFETY: `c` came from `s` (the test's helpers take only from it) and the test no
+        // longer uses it; the ranges are dropped from the held list above.
+        unsafe { s.give_back(c) }
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         for &(a, len) in &self.0 {
-            os::unmap(a as *mut u8, len);
+            // SAFETY: a range the test holds (taken from the source, not given back) and no
+            // longer uses.
+            unsafe { os::unmap(a as *mut u8, len) };
         }
     }
 }
@@ -262,7 +266,8 @@ fn pool_counters_follow_the_kernel() {
     fill(p as usize, 1, 7);
     assert_eq!((pool(size).free, pool(size).reserved), (3, 1));
     assert_eq!(pool(size).available(), 2);
-    os::unmap(p, 2 * CHUNK);
+    // SAFETY: the mapping above, no longer used.
+    unsafe { os::unmap(p, 2 * CHUNK) };
     assert_eq!((pool(size).free, pool(size).reserved), (4, 0));
     // More than the pool has: refused at once with ENOMEM, errno untouched.
     os::set_errno(1234);
@@ -409,7 +414,8 @@ fn an_empty_pool_falls_back_to_ordinary_memory_counted_and_warned_once() {
     assert!(s.warned());
     assert_eq!(s.stats.mapped_bytes.load(Ordering::Relaxed), 0);
     // Fallback chunks are ordinary: give_back refuses them (the arena purges those itself).
-    assert_eq!(s.give_back(seen[0]), 0);
+    // SAFETY: chunks from `s` the test no longer uses (and which are refused anyway).
+    assert_eq!(unsafe { s.give_back(seen[0]) }, 0);
 }
 
 /// Runs `f` in a forked child whose stderr goes to a pipe; returns the child's exit status
@@ -552,7 +558,8 @@ fn the_reserve_is_prefaulted_and_its_chunks_are_reused() {
 
     // Given back, a reserve chunk stays mapped (never returned piecemeal) and is reused,
     // marked dirty: it holds the old data.
-    assert_eq!(s.give_back(Chunks { dirty: true, ..a }), 0);
+    // SAFETY: `a` came from `s` and the test no longer uses it.
+    assert_eq!(unsafe { s.give_back(Chunks { dirty: true, ..a }) }, 0);
     assert_eq!(pool(size).free, 2, "nothing went back to the pool");
     let again = take(&s, Some(size), 1);
     assert_eq!(
@@ -725,14 +732,14 @@ fn the_reserve_follows_the_options() {
     // In a child: the process's own source is taken once, and the child's exit gives the
     // reserve back to the pool.
     let (status, err) = in_child_capturing_stderr(|| {
-        let mut opts = hugealloc::config::Options::DEFAULT;
+        let mut opts = hugealloc::testing::config::Options::DEFAULT;
         opts.apply_with(
             b"hugetlb:2M,hugetlb_reserve:4M",
-            hugealloc::config::Source::Api,
+            hugealloc::testing::config::Source::Api,
             &mut |_| {},
         );
-        let got = hugealloc::hugetlb::start(&opts);
-        let range = hugealloc::hugetlb::HUGETLB.reserve_range();
+        let got = hugealloc::testing::hugetlb::start(&opts);
+        let range = hugealloc::testing::hugetlb::HUGETLB.reserve_range();
         got.bytes == 4 << 20
             && got.cause == Cause::None
             && matches!(range, Some((_, 2, HugePageSize::Size2M)))
@@ -863,11 +870,11 @@ fn the_probe_says_whether_a_page_can_be_had() {
         let Some(_pool) = pool_or_skip("probe, empty pool", size, 0) else {
             return;
         };
-        assert_eq!(hugealloc::hugetlb::probe(size), Err(Cause::Empty));
+        assert_eq!(hugealloc::testing::hugetlb::probe(size), Err(Cause::Empty));
     }
     let Some(_pool) = pool_or_skip("probe, one page", size, 1) else {
         return;
     };
-    assert_eq!(hugealloc::hugetlb::probe(size), Ok(()));
+    assert_eq!(hugealloc::testing::hugetlb::probe(size), Ok(()));
     assert_eq!(pool(size).free, 1, "the probe gave its page back");
 }

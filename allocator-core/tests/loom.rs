@@ -18,12 +18,12 @@
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p hugealloc --release --test loom`
 #![cfg(loom)]
 
-use hugealloc::bin::{for_each_group, BinState};
-use hugealloc::pagemap::{Leaf, LeafSource, Pagemap, TAG_EXTENT, TAG_PAGES};
-use hugealloc::registry::{self, Slots};
-use hugealloc::size_class::{class_of, SLAB_OBJS};
-use hugealloc::slab::Slab;
-use hugealloc::sync::{Mutex, Once};
+use hugealloc::testing::bin::{for_each_group, BinState};
+use hugealloc::testing::pagemap::{Leaf, LeafSource, Pagemap, TAG_EXTENT, TAG_PAGES};
+use hugealloc::testing::registry::{self, Slots};
+use hugealloc::testing::size_class::{class_of, SLAB_OBJS};
+use hugealloc::testing::slab::Slab;
+use hugealloc::testing::sync::{Mutex, Once};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -344,7 +344,7 @@ impl Drop for HeapLeaves {
 
 #[test]
 fn pagemap_leaf_publication() {
-    use hugealloc::size_class::CHUNK;
+    use hugealloc::testing::size_class::CHUNK;
     // Two chunks under the same (second) leaf of the loom-sized table.
     let (a, b) = (4 * CHUNK, 5 * CHUNK);
     let (va, vb) = (0x1000 | TAG_PAGES, 0x2000 | TAG_EXTENT);
@@ -376,7 +376,7 @@ fn pagemap_leaf_publication() {
 #[test]
 fn chunk_source_hands_out_disjoint_chunks() {
     loom::model(|| {
-        let source = Arc::new(hugealloc::chunk::ChunkSource::new());
+        let source = Arc::new(hugealloc::testing::chunk::ChunkSource::new());
         let handles: Vec<_> = (0..2)
             .map(|_| {
                 let source = source.clone();
@@ -384,7 +384,7 @@ fn chunk_source_hands_out_disjoint_chunks() {
                     let mut leftover = (0, 0);
                     let p = source.take(1, 1, &mut leftover);
                     assert!(!p.is_null());
-                    assert_eq!(p as usize % hugealloc::size_class::CHUNK, 0);
+                    assert_eq!(p as usize % hugealloc::testing::size_class::CHUNK, 0);
                     p as usize
                 })
             })
@@ -397,7 +397,7 @@ fn chunk_source_hands_out_disjoint_chunks() {
 #[test]
 fn base_blocks_are_disjoint() {
     loom::model(|| {
-        let base = Arc::new(hugealloc::base::Base::new());
+        let base = Arc::new(hugealloc::testing::base::Base::new());
         let handles: Vec<_> = (0..2)
             .map(|_| {
                 let base = base.clone();

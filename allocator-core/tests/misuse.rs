@@ -1,54 +1,62 @@
 //! Bad input: each misuse runs in a child process (this test binary re-executed with
 //! `HUGEALLOC_MISUSE=<case>`), which must abort with a one-line message naming the pointer.
 
+use hugealloc::testing::{alloc, registry};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
 fn misuse(case: &str) {
     let mut stack_word = 0u64;
-    let p = hugealloc::alloc::malloc(64);
+    let p = alloc::malloc(64);
     match case {
         "foreign" => {
             let q = Box::into_raw(Box::new(stack_word)) as *mut u8; // the system allocator's
                                                                     // SAFETY: deliberately invalid: this pointer is not hugealloc's.
-            unsafe { hugealloc::alloc::free(q) };
+            unsafe { alloc::free(q) };
         }
         "stack" => {
             stack_word += 1;
             // SAFETY: deliberately invalid.
-            unsafe { hugealloc::alloc::free(&mut stack_word as *mut u64 as *mut u8) };
+            unsafe { alloc::free(&mut stack_word as *mut u64 as *mut u8) };
         }
         "interior" => {
             // SAFETY: deliberately invalid: a pointer inside a block.
-            unsafe { hugealloc::alloc::free_no_cache(p.add(16)) };
+            unsafe { alloc::free_no_cache(p.add(16)) };
         }
         "misaligned" => {
             // SAFETY: deliberately invalid.
-            unsafe { hugealloc::alloc::free(p.add(3)) };
+            unsafe { alloc::free(p.add(3)) };
         }
         "double" => {
             // SAFETY: deliberately invalid: the second free.
             unsafe {
-                hugealloc::alloc::free(p);
-                hugealloc::alloc::free(p);
+                alloc::free(p);
+                alloc::free(p);
             }
         }
         "double_huge" => {
-            let h = hugealloc::alloc::malloc(8 << 20);
+            let h = alloc::malloc(8 << 20);
             // SAFETY: deliberately invalid: the second free.
             unsafe {
-                hugealloc::alloc::free(h);
-                hugealloc::alloc::free(h);
+                alloc::free(h);
+                alloc::free(h);
             }
         }
         "huge_interior" => {
-            let h = hugealloc::alloc::malloc(8 << 20);
+            let h = alloc::malloc(8 << 20);
             // SAFETY: deliberately invalid.
-            unsafe { hugealloc::alloc::free(h.add(4 << 20)) };
+            unsafe { alloc::free(h.add(4 << 20)) };
         }
         "wrong_size" => {
             // SAFETY: deliberately invalid: 64-byte block freed as 4096.
-            unsafe { hugealloc::alloc::free_sized(p, 4096, 1) };
+            unsafe { alloc::free_sized(p, 4096, 1) };
+        }
+        "arena_past_table" => {
+            let _ = registry::arena(registry::MAX_ARENAS + 3);
+        }
+        "arena_not_created" => {
+            // The test creates no arena: the last slot of the table is empty.
+            let _ = registry::arena(registry::MAX_ARENAS - 1);
         }
         _ => unreachable!(),
     }
@@ -56,6 +64,16 @@ fn misuse(case: &str) {
 }
 
 fn expect_abort(case: &str, words: &str) {
+    let line = expect_abort_message(case, words);
+    assert!(
+        line.contains("0x"),
+        "case {case}: message names no pointer: {line}"
+    );
+}
+
+/// Runs `case` in a child, which must abort (SIGABRT, not a panic) with a `hugealloc:` line
+/// containing `words`; returns that line.
+fn expect_abort_message(case: &str, words: &str) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
         .env("HUGEALLOC_MISUSE", case)
@@ -73,10 +91,7 @@ fn expect_abort(case: &str, words: &str) {
         .find(|l| l.starts_with("hugealloc: "))
         .unwrap_or_else(|| panic!("case {case}: no message in {stderr}"));
     assert!(line.contains(words), "case {case}: {line}");
-    assert!(
-        line.contains("0x"),
-        "case {case}: message names no pointer: {line}"
-    );
+    line.to_string()
 }
 
 #[test]
@@ -124,4 +139,20 @@ fn interior_huge_pointer_aborts() {
 #[test]
 fn free_with_wrong_size_aborts() {
     expect_abort("wrong_size", "another class");
+}
+
+/// An arena index past the table aborts with a message (no panic, no other arena).
+#[test]
+fn arena_index_past_the_table_aborts() {
+    let line = expect_abort_message("arena_past_table", "no such arena");
+    assert!(
+        line.contains(&format!("index {}", registry::MAX_ARENAS + 3)),
+        "{line}"
+    );
+}
+
+/// The index of an arena not created aborts with a message (no null dereference).
+#[test]
+fn arena_index_not_created_aborts() {
+    expect_abort_message("arena_not_created", "no such arena");
 }

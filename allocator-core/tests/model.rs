@@ -2,7 +2,7 @@
 //! shadow model that records every live block. Checks: no two live blocks overlap, alignment,
 //! `usable_size >= size`, contents kept (including across realloc), zeroed memory is zero.
 
-use hugealloc::alloc;
+use hugealloc::testing::alloc;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 

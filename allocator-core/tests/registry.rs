@@ -2,11 +2,11 @@
 //! so a thread can be moved to it before any thread was placed there. Alone in its binary, so
 //! no other test creates arenas meanwhile.
 
-use hugealloc::registry;
+use hugealloc::testing::registry;
 
 #[test]
 fn thread_set_arena_creates_an_automatic_arena() {
-    hugealloc::init::ensure_init();
+    hugealloc::testing::init::ensure_init();
     let last = registry::narenas_auto() - 1;
     assert!(last > 0, "needs more than one automatic arena");
     assert!(
@@ -21,12 +21,15 @@ fn thread_set_arena_creates_an_automatic_arena() {
         "the slots before it are filled too"
     );
     // The thread allocates from it now.
-    let p = hugealloc::alloc::alloc_in(None, 3 << 20, 8, false, false);
+    let p = hugealloc::testing::alloc::alloc_in(None, 3 << 20, 8, false, false);
     assert!(!p.is_null());
-    let owner = hugealloc::arena::owner_of(p);
-    assert_eq!(hugealloc::arena::arena_index_of(&owner) as usize, last);
+    let owner = hugealloc::testing::arena::owner_of(p);
+    assert_eq!(
+        hugealloc::testing::arena::arena_index_of(&owner) as usize,
+        last
+    );
     // SAFETY: p is a live block from hugealloc.
-    unsafe { hugealloc::alloc::free(p) };
+    unsafe { hugealloc::testing::alloc::free(p) };
     // Past the automatic arenas, only arenas created explicitly exist.
     assert!(!hugealloc::thread_set_arena(registry::MAX_ARENAS - 1));
 }

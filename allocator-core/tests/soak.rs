@@ -333,7 +333,7 @@ fn worker(id: u64, table: Table, ctl: Arc<Control>, fork_every: Duration) {
     let mut last_churn = Instant::now();
     while !ctl.stop.load(Ordering::Relaxed) {
         if ctl.pause.load(Ordering::Acquire) {
-            hugealloc::thread::flush_thread_cache();
+            hugealloc::testing::thread::flush_thread_cache();
             ctl.stopped.wait();
             ctl.resume.wait();
             continue;
@@ -369,7 +369,7 @@ fn worker(id: u64, table: Table, ctl: Arc<Control>, fork_every: Duration) {
         }
     }
     // Final pause so the main thread can measure with every cache flushed.
-    hugealloc::thread::flush_thread_cache();
+    hugealloc::testing::thread::flush_thread_cache();
 }
 
 #[test]
@@ -387,7 +387,7 @@ fn soak() {
         resume: Barrier::new(WORKERS + 1),
     });
     // Everything allocated before the run (the table, the harness): the baseline.
-    hugealloc::thread::flush_thread_cache();
+    hugealloc::testing::thread::flush_thread_cache();
     let base = hugealloc::stats().allocated;
     let rss_start = vm_rss();
     let start = Instant::now();
@@ -425,7 +425,7 @@ fn soak() {
             ctl.pause.store(true, Ordering::Release);
             ctl.stopped.wait();
             ctl.pause.store(false, Ordering::Release);
-            hugealloc::thread::flush_thread_cache();
+            hugealloc::testing::thread::flush_thread_cache();
             let st = hugealloc::stats();
             let allocated = st.allocated;
             let live = LIVE.load(Ordering::Relaxed);
@@ -451,7 +451,7 @@ fn soak() {
     let elapsed = start.elapsed().as_secs_f64();
     let ops = OPS.load(Ordering::Relaxed);
     // Final agreement: only this thread is left.
-    hugealloc::thread::flush_thread_cache();
+    hugealloc::testing::thread::flush_thread_cache();
     let allocated = hugealloc::stats().allocated;
     let live = LIVE.load(Ordering::Relaxed);
     checkpoints.push((live, allocated, allocated as isize - (base + live) as isize));
@@ -493,7 +493,7 @@ fn soak() {
             free_block(b);
         }
     }
-    hugealloc::thread::flush_thread_cache();
+    hugealloc::testing::thread::flush_thread_cache();
     let after = hugealloc::stats().allocated as isize - base as isize;
     eprintln!("soak: after freeing every block: stats.allocated - baseline = {after} B");
     assert!(

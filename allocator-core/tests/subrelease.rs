@@ -3,7 +3,7 @@
 //! it, counted as subreleased); with `thp_collapse` such a chunk is collapsed again once it
 //! fills up. The tests share process-wide settings, so they run one at a time.
 
-use hugealloc::alloc;
+use hugealloc::testing::alloc;
 use std::sync::Mutex;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -53,7 +53,7 @@ fn activity() {
 fn freed_slab_pages_are_purged_after_the_decay_time() {
     let _g = SERIAL.lock().unwrap();
     let _ = hugealloc::stats();
-    hugealloc::arena::set_decay_ms(200);
+    hugealloc::testing::arena::set_decay_ms(200);
     let before = rss_bytes();
     let kept = thinned_heap(
         || alloc::malloc(256),
@@ -62,7 +62,7 @@ fn freed_slab_pages_are_purged_after_the_decay_time() {
         64,
         64,
     );
-    hugealloc::thread::flush_thread_cache();
+    hugealloc::testing::thread::flush_thread_cache();
     let thinned = rss_bytes();
     assert!(
         thinned >= before + (56 << 20),
@@ -88,8 +88,8 @@ fn dirty_max_caps_dirty_pages_even_on_huge_pages() {
     let _g = SERIAL.lock().unwrap();
     let _ = hugealloc::stats();
     // No time-driven decay: only the byte limit purges.
-    hugealloc::arena::set_decay_ms(-1);
-    hugealloc::arena::set_purge_globals(4 << 20, true);
+    hugealloc::testing::arena::set_decay_ms(-1);
+    hugealloc::testing::arena::set_purge_globals(4 << 20, true);
     let arena = hugealloc::Arena::new(hugealloc::Thp::Always).expect("arena");
     let layout = std::alloc::Layout::from_size_align(256, 16).unwrap();
     use std::alloc::GlobalAlloc;
@@ -113,7 +113,7 @@ fn dirty_max_caps_dirty_pages_even_on_huge_pages() {
         }
         std::thread::sleep(std::time::Duration::from_millis(120));
     }
-    let snap = hugealloc::registry::arena(arena.index()).snapshot();
+    let snap = hugealloc::testing::registry::arena(arena.index()).snapshot();
     let dirty = snap.dirty_page_bytes + snap.arena.dirty_extent_bytes;
     assert!(
         dirty <= 4 << 20,
@@ -127,7 +127,7 @@ fn dirty_max_caps_dirty_pages_even_on_huge_pages() {
         // SAFETY: a fresh block of the arena.
         .map(|_| unsafe { arena.alloc(layout) })
         .collect();
-    let snap = hugealloc::registry::arena(arena.index()).snapshot();
+    let snap = hugealloc::testing::registry::arena(arena.index()).snapshot();
     if collapse_supported() {
         assert!(snap.arena.collapsed_bytes > 0, "{:?}", snap.arena);
     } else {
@@ -137,8 +137,8 @@ fn dirty_max_caps_dirty_pages_even_on_huge_pages() {
         // SAFETY: live blocks of the arena.
         unsafe { arena.dealloc(p, layout) };
     }
-    hugealloc::arena::set_purge_globals(0, false);
-    hugealloc::arena::set_decay_ms(10_000);
+    hugealloc::testing::arena::set_purge_globals(0, false);
+    hugealloc::testing::arena::set_decay_ms(10_000);
 }
 
 /// Whether `MADV_COLLAPSE` works on a small advised mapping of our own.
@@ -170,13 +170,17 @@ fn collapse_supported() -> bool {
 fn muzzy_stage_frees_lazily_then_purges() {
     let _g = SERIAL.lock().unwrap();
     let _ = hugealloc::stats();
-    hugealloc::arena::set_decay_ms(100);
-    hugealloc::arena::set_muzzy_decay_ms(400);
+    hugealloc::testing::arena::set_decay_ms(100);
+    hugealloc::testing::arena::set_muzzy_decay_ms(400);
     let arena = hugealloc::Arena::new(hugealloc::Thp::Default).expect("arena");
     use std::alloc::GlobalAlloc;
     let huge = std::alloc::Layout::from_size_align(32 << 20, 16).unwrap();
     let small = std::alloc::Layout::from_size_align(64 << 10, 16).unwrap();
-    let snap = || hugealloc::registry::arena(arena.index()).snapshot().arena;
+    let snap = || {
+        hugealloc::testing::registry::arena(arena.index())
+            .snapshot()
+            .arena
+    };
     // Activity in the arena drives its decay passes.
     let tick = || {
         // SAFETY: allocate and free one block of the arena.
@@ -206,6 +210,6 @@ fn muzzy_stage_frees_lazily_then_purges() {
     let s = snap();
     assert!(s.muzzy_extent_bytes < 4 << 20, "{s:?}");
     assert!(s.clean_extent_bytes >= 28 << 20, "{s:?}");
-    hugealloc::arena::set_muzzy_decay_ms(0);
-    hugealloc::arena::set_decay_ms(10_000);
+    hugealloc::testing::arena::set_muzzy_decay_ms(0);
+    hugealloc::testing::arena::set_decay_ms(10_000);
 }

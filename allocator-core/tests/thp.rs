@@ -1,7 +1,7 @@
 //! THP checks that read what the kernel recorded in `/proc/self/smaps`. They skip with a
 //! printed reason where THP is unavailable (no sysfs file, or `never`).
 
-use hugealloc::alloc;
+use hugealloc::testing::alloc;
 
 fn thp_mode() -> Option<String> {
     let s = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;

@@ -1,21 +1,22 @@
 //! The C ABI of hugealloc: `libhugealloc.so` and `libhugealloc.a`. This file is only the
-//! table of exported symbols, each a one-line forward into `hugealloc::c_api`, where the C
-//! semantics live (errno, overflow checks, `EINVAL`); see `include/hugealloc.h` for the
+//! table of exported symbols, each a one-line forward into `hugealloc::ffi` (the core's
+//! `c_api` module, re-exported for this crate and hidden from the core's documentation), where
+//! the C semantics live (errno, overflow checks, `EINVAL`); see `include/hugealloc.h` for the
 //! contract of each and `docs/c-api.md` for linking and preloading.
 //!
 //! Every function is exported as `hugealloc_<name>`; with the `override` feature (the
 //! default) also under its plain name, replacing glibc's (and as glibc's `__libc_*` aliases),
 //! so that a program never mixes glibc's heap with hugealloc's.
 //!
-//! Nothing here may panic or allocate: the forwards call `c_api` only.
+//! Nothing here may panic or allocate: the forwards call `ffi` only.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use core::ffi::{c_char, c_int, c_void};
-use hugealloc::c_api::{self, Mallinfo, Mallinfo2, WriteCb};
+use hugealloc::ffi::{self, Mallinfo, Mallinfo2, WriteCb};
 
 /// `export!(target(args) -> ret: "hugealloc_name", override "name", "alias", ...);` defines
-/// one `extern "C"` function per symbol name, each calling `c_api::target(args)`. The names
+/// one `extern "C"` function per symbol name, each calling `ffi::target(args)`. The names
 /// after `override` exist only with the `override` feature.
 macro_rules! export {
     ($target:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?: $prefixed:literal
@@ -35,15 +36,15 @@ macro_rules! export {
             #[export_name = $name]
             #[allow(unused_unsafe)]
             unsafe extern "C" fn export($($arg: $ty),*) $(-> $ret)? {
-                // SAFETY: the C caller takes on the contract of the c_api function, which
+                // SAFETY: the C caller takes on the contract of the `ffi` function, which
                 // hugealloc.h states for the exported name.
-                unsafe { c_api::$target($($arg),*) }
+                unsafe { ffi::$target($($arg),*) }
             }
         };
     };
 }
 
-/// Runs `c_api::on_load` when the library is loaded (preloaded, linked or statically linked),
+/// Runs `ffi::on_load` when the library is loaded (preloaded, linked or statically linked),
 /// before `main`. Priority 100 (`.init_array.00100`, a priority reserved to the C
 /// implementation, which an allocator is part of) puts it ahead of the program's own
 /// constructors in a static link, so their allocations find hugealloc initialised.
@@ -52,7 +53,7 @@ macro_rules! export {
 static ON_LOAD: extern "C" fn() = on_load;
 
 extern "C" fn on_load() {
-    c_api::on_load()
+    ffi::on_load()
 }
 
 // The standard and glibc entry points.

@@ -4,7 +4,7 @@
 //! every stored value lies in its range, and `write_options` reads back to the same options.
 #![no_main]
 
-use hugealloc::config::{
+use hugealloc::testing::config::{
     load_from, parse_pairs, write_options, Kind, Options, Source, Value, ARENA_THP_MAX,
     OPTION_TABLE,
 };

@@ -16,7 +16,7 @@
 #![no_main]
 
 use core::alloc::{GlobalAlloc, Layout};
-use hugealloc::c_api;
+use hugealloc::ffi;
 use hugealloc::HugeAlloc;
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
@@ -214,8 +214,8 @@ fn free_block(b: &Block, how: u8) {
     unsafe {
         match how % 3 {
             0 => HugeAlloc.dealloc(b.ptr, Layout::from_size_align_unchecked(b.size, b.align)),
-            1 => hugealloc::alloc::free_sized(b.ptr, b.size, b.align),
-            _ => c_api::sdallocx(b.ptr.cast(), b.size, align_flag(b.align)),
+            1 => hugealloc::testing::alloc::free_sized(b.ptr, b.size, b.align),
+            _ => ffi::sdallocx(b.ptr.cast(), b.size, align_flag(b.align)),
         }
     }
 }
@@ -356,15 +356,15 @@ fn run(data: &[u8]) {
                 let zero = f & 1 != 0;
                 let mut flags = align_flag(align);
                 if zero {
-                    flags |= c_api::MALLOCX_ZERO;
+                    flags |= ffi::MALLOCX_ZERO;
                 }
                 if f & 2 != 0 {
-                    flags |= c_api::MALLOCX_TCACHE_NONE;
+                    flags |= ffi::MALLOCX_TCACHE_NONE;
                 }
                 if f & 4 != 0 {
                     flags |= ((f as i32 >> 3) % narenas as i32 + 1) << 20; // MALLOCX_ARENA
                 }
-                let p = c_api::mallocx(size, flags).cast::<u8>();
+                let p = ffi::mallocx(size, flags).cast::<u8>();
                 assert!(!p.is_null(), "mallocx({size}, {flags:#x}) failed");
                 if zero {
                     check_zero(p, size, "mallocx zero");
@@ -380,7 +380,7 @@ fn run(data: &[u8]) {
                     assert!(u >= b.size);
                     // The size `mallocx` would give for this request is the block's (a block
                     // is always of the class of its last requested size and alignment).
-                    let n = c_api::nallocx(b.size, align_flag(b.align));
+                    let n = ffi::nallocx(b.size, align_flag(b.align));
                     assert_eq!(u, n, "usable size of {} bytes (align {})", b.size, b.align);
                     verify(b, b.size, "usable size check");
                 }

@@ -11,7 +11,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
 // The names, their types and handlers live in `crate::ctl`; what follows adds C's
 // conventions only: sizes, `oldp`/`oldlenp`/`newp`, errno values.
 
-pub use crate::ctl::{CtlType, CTL_TABLE};
+use crate::ctl::CtlType;
 
 /// jemalloc's `MALLCTL_ARENAS_ALL`: `arena.<i>.*` for every arena.
 pub const MALLCTL_ARENAS_ALL: usize = crate::ctl::ARENAS_ALL;

@@ -237,7 +237,7 @@ pub fn for_each_option(opts: &Options, f: &mut dyn FnMut(&[u8], Value<'_>)) {
     }
 }
 
-/// Calls `out` once per option (as in [`for_each_option`]) with `name:value`, a pair the parser
+/// Calls `out` once per option (as in `for_each_option`) with `name:value`, a pair the parser
 /// reads back: joined with commas, the pairs rebuild `opts` from `Options::DEFAULT`.
 pub fn write_options(opts: &Options, out: &mut dyn FnMut(&[u8])) {
     for_each_option(opts, &mut |name, value| {

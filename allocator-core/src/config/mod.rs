@@ -22,11 +22,13 @@ use crate::thp::Thp;
 mod load;
 mod parse;
 
-pub use load::{
-    for_each_option, load, load_from, lookup, parse_pair, parse_pairs, write_options, BadPair,
-    LoadOutcome, Pair, Pairs, Source, BUILTIN_CONF, ENV_CONF_NAME, ETC_CONF_PATH,
+pub use load::{for_each_option, load, load_from, parse_pairs, write_options, Pair, Source};
+pub use parse::{Hugetlb, Kind, Value};
+#[cfg(test)]
+use {
+    load::{lookup, LoadOutcome, BUILTIN_CONF},
+    parse::Problem,
 };
-pub use parse::{Hugetlb, Kind, Problem, Value};
 
 use load::{abort_bad_conf, write_bad_pair};
 

@@ -2,7 +2,7 @@
 //! meanings where they match, served to Rust (`ctl::read("stats.allocated")`) and, through
 //! `c_api`'s thin `mallctl` wrappers, to C.
 //!
-//! The namespace is one table of fixed names, [`CTL_TABLE`], followed by four families
+//! The namespace is one table of fixed names, `CTL_TABLE`, followed by four families
 //! generated from the lists they describe, so a new option or statistic gets its name with no
 //! edit here:
 //! - `opt.<option>`: every row of `config::OPTION_TABLE` (read-only, the effective options);
@@ -142,11 +142,11 @@ impl CtlError {
 /// What a fixed name's handler gets: the values of the name's `<i>` and `<j>` components (0
 /// when absent) and the new value, already checked against the row's type and writability
 /// (`None` when nothing is written).
-pub type CtlHandler =
+pub(crate) type CtlHandler =
     fn(ix: [usize; 2], new: Option<CtlValue<'_>>) -> Result<CtlValue<'static>, CtlError>;
 
 /// One fixed name. `name` may contain `<i>` components, each matched by a decimal number.
-pub struct CtlRow {
+pub(crate) struct CtlRow {
     pub name: &'static str,
     pub ty: CtlType,
     pub writable: bool,
@@ -206,7 +206,7 @@ static VERSION: &CStr =
     };
 
 /// The alignment of every block of 16 bytes or more (the size classes' quantum).
-pub const QUANTUM: usize = 16;
+pub(crate) const QUANTUM: usize = 16;
 const _: () = assert!(class_size(1) == QUANTUM);
 
 /// Bumped by each write of `epoch` (statistics are always current; the epoch only counts).
@@ -427,7 +427,7 @@ fn ctl_thread_deallocated(
 
 /// Flushes the calling thread's cache, then returns every dirty free chunk of every arena to
 /// the kernel (`arena.4096.purge`, `malloc_trim`, `hugealloc::purge`); returns the bytes purged.
-pub fn purge_all() -> usize {
+pub(crate) fn purge_all() -> usize {
     crate::init::ensure_init();
     thread::flush_thread_cache();
     (0..crate::registry::narenas())
@@ -501,7 +501,7 @@ use CtlType::{
 /// Every fixed name (the families `opt.*` and `stats.*` follow it; see the module doc).
 // One row per line; rustfmt would spread each row over seven lines.
 #[rustfmt::skip]
-pub static CTL_TABLE: &[CtlRow] = &[
+pub(crate) static CTL_TABLE: &[CtlRow] = &[
     fixed("version", STR, false, ctl_version, "hugealloc's version"),
     fixed("epoch", U64, true, ctl_epoch,
         "a counter each write advances, reading the new value (statistics are always current)"),

@@ -202,17 +202,6 @@ pub fn at_exit(f: extern "C" fn()) -> bool {
     unsafe { libc::atexit(f) == 0 }
 }
 
-/// The calling thread's minor and major page-fault counts (`getrusage(RUSAGE_SELF)` is
-/// process-wide; this returns the process figures).
-pub fn minor_faults() -> u64 {
-    // SAFETY: getrusage writes into the zeroed local struct.
-    unsafe {
-        let mut ru: libc::rusage = core::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru.ru_minflt as u64
-    }
-}
-
 /// The string of the `const char *hugealloc_conf` a program may define, as jemalloc's
 /// `malloc_conf`. The reference is weak, so programs that do not define it link and run;
 /// then, or where the pointer is null, returns `None`. The symbol must be visible to the

@@ -21,9 +21,7 @@ use crate::sync::Ordering;
 
 mod print;
 
-pub use print::{
-    at_init, print, print_lines, print_summary, LineBuf, PrintOpts, LINE_MAX, VERSION,
-};
+pub use print::{at_init, print_lines, PrintOpts, LINE_MAX};
 
 macro_rules! global_stats {
     ($($name:ident: $doc:literal),* $(,)?) => {

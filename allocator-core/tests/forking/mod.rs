@@ -4,7 +4,7 @@
 //! killed after `HANG_S` seconds and fails the test (a hang, not a speed, is what is tested:
 //! a correct child finishes in milliseconds).
 
-use hugealloc::init::{self, InitStep};
+use hugealloc::testing::init::{self, InitStep};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ pub fn fork_during_init(step: InitStep) {
     HOLD_AT.store(step as u8, Ordering::SeqCst);
     init::set_test_hook(hook);
     let initialiser = std::thread::spawn(|| {
-        let p = hugealloc::alloc::malloc(64);
+        let p = hugealloc::testing::alloc::malloc(64);
         assert!(!p.is_null());
     });
     while !REACHED.load(Ordering::SeqCst) {
@@ -43,7 +43,7 @@ pub fn fork_during_init(step: InitStep) {
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        let p = hugealloc::alloc::malloc(100);
+        let p = hugealloc::testing::alloc::malloc(100);
         let code = if p.is_null() { 2 } else { 0 };
         // SAFETY: ends the child without running the parent's exit handlers.
         unsafe { libc::_exit(code) };
