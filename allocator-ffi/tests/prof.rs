@@ -255,6 +255,35 @@ fn launcher_profiles_a_program_and_names_its_top_site() {
         rows.iter().any(|r| r.contains("parse (prof_sites.c:")),
         "{text}"
     );
+
+    // The flame graph: grow_cache's frame is the widest below main (about 70%), parse's
+    // about 30%; inferno titles each frame "name (N bytes, P%)", the name being the bare
+    // function (no source place).
+    let svg = dir.join("flame.svg");
+    let mut flame = timed(120, launcher);
+    flame.arg("profile").arg("--svg").arg(&svg).arg(&dumps[0]);
+    run_ok(&mut flame, "hugealloc profile --svg");
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<?xml") && svg.contains("<svg"), "{svg}");
+    let share = |func: &str| -> f64 {
+        svg.split("<title>")
+            .skip(1)
+            .filter_map(|t| t.split_once("</title>").map(|(t, _)| t))
+            .filter_map(|t| t.rsplit_once(" ("))
+            .filter(|(name, _)| *name == func)
+            .filter_map(|(_, n)| {
+                n.rsplit_once(", ")?
+                    .1
+                    .strip_suffix("%)")?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .sum()
+    };
+    let (grow, parse) = (share("grow_cache"), share("parse"));
+    assert!((55.0..85.0).contains(&grow), "grow_cache {grow}%\n{svg}");
+    assert!((15.0..45.0).contains(&parse), "parse {parse}%\n{svg}");
+    assert!(share("main") > 95.0, "main {}%\n{svg}", share("main"));
 }
 
 #[test]

@@ -24,7 +24,7 @@ NAME
 
 SYNOPSIS
     hugealloc run [--conf STR] [--stats] [--profile DIR] [--lib PATH] [--] CMD [ARGS...]
-    hugealloc profile [--top N] FILE
+    hugealloc profile [--top N] [--svg OUT] FILE
     hugealloc thp
     hugealloc lib [--lib PATH]
     hugealloc pkg-config [--prefix DIR] [--lib PATH]
@@ -39,6 +39,8 @@ COMMANDS
             status. Child processes of CMD inherit both variables.
     profile Prints the top allocation sites of a heap profile (jemalloc's heap_v2 format, as
             `run --profile` writes it) by live bytes, symbolised with binutils' addr2line.
+            With --svg, also writes OUT: a flame graph of live bytes by stack (the
+            allocator's own frames left out), to open in a browser.
     thp     Prints the system's transparent huge page settings, whether an 8 MiB test
             allocation advised MADV_HUGEPAGE really gets huge pages, and what to change.
     lib     Prints the path of the library `run` would preload.
@@ -106,6 +108,7 @@ struct Opts {
     stats: bool,
     profile: Option<PathBuf>,
     top: Option<usize>,
+    svg: Option<PathBuf>,
     lib: Option<PathBuf>,
     prefix: Option<PathBuf>,
     /// Index in the arguments where the command starts.
@@ -158,6 +161,7 @@ fn parse_opts(args: &[OsString], allowed: &[&str]) -> Result<Opts, String> {
                 )
             }
             "--lib" => o.lib = Some(value.into()),
+            "--svg" => o.svg = Some(value.into()),
             _ => o.prefix = Some(value.into()),
         }
         i += 1;
@@ -803,9 +807,11 @@ fn is_allocator_frame(name: &str) -> bool {
 }
 
 fn profile(args: &[OsString]) -> Result<ExitCode, String> {
-    let o = parse_opts(args, &["--top"])?;
+    let o = parse_opts(args, &["--top", "--svg"])?;
     let [file] = &args[o.command_at..] else {
-        return Err("profile: name one profile file (hugealloc profile [--top N] FILE)".into());
+        return Err(
+            "profile: name one profile file (hugealloc profile [--top N] [--svg OUT] FILE)".into(),
+        );
     };
     let text =
         std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", Path::new(file).display()))?;
@@ -836,6 +842,9 @@ fn profile(args: &[OsString]) -> Result<ExitCode, String> {
             }
         }
     }
+    if let Some(out) = &o.svg {
+        write_flame_graph(&p, &names, out)?;
+    }
     let mut rows: Vec<(&str, f64)> = flat.into_iter().collect();
     rows.sort_by(|a, b| b.1.total_cmp(&a.1));
     println!(
@@ -859,6 +868,65 @@ fn profile(args: &[OsString]) -> Result<ExitCode, String> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The function of a name `symbolise` made: "function (file:line)" less the place (which
+/// may hold parentheses of its own: "(t.c:5 (discriminator 3))").
+fn function_of(name: &str) -> &str {
+    match name.strip_suffix(')').and_then(|n| n.split_once(" (")) {
+        Some((func, _)) => func,
+        None => name,
+    }
+}
+
+/// The profile's live bytes (scaled) as folded stacks, one line per stack, outermost frame
+/// first, frames by function name: `main;grow_cache 76100000`. The allocator's own frames on
+/// top of a stack are left out; stacks whose live bytes round to 0 are too.
+fn folded_stacks(p: &HeapProfile, names: &std::collections::HashMap<u64, String>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (frames, objects, bytes) in &p.stacks {
+        let live = scaled(*bytes, *objects, p.period).round() as u64;
+        if live == 0 {
+            continue;
+        }
+        let named: Vec<&str> = frames.iter().map(|a| names[a].as_str()).collect();
+        let user = named
+            .iter()
+            .position(|n| !is_allocator_frame(n))
+            .unwrap_or(0);
+        // `;` separates frames in the folded format: a name may hold one (`[u8; 4]`).
+        let stack: Vec<String> = named[user..]
+            .iter()
+            .rev()
+            .map(|n| function_of(n).replace(';', ":"))
+            .collect();
+        let stack = if stack.is_empty() {
+            "(no stack)".to_string()
+        } else {
+            stack.join(";")
+        };
+        lines.push(format!("{stack} {live}"));
+    }
+    lines
+}
+
+/// Writes a flame graph of the profile's live bytes by stack to `out` (`inferno`).
+fn write_flame_graph(
+    p: &HeapProfile,
+    names: &std::collections::HashMap<u64, String>,
+    out: &Path,
+) -> Result<(), String> {
+    let lines = folded_stacks(p, names);
+    let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = "Live heap bytes by stack (hugealloc profile)".to_string();
+    opts.count_name = "bytes".to_string();
+    inferno::flamegraph::from_lines(
+        &mut opts,
+        lines.iter().map(String::as_str),
+        std::io::BufWriter::new(file),
+    )
+    .map_err(|e| format!("{}: {e}", out.display()))
 }
 
 fn human(bytes: f64) -> String {
