@@ -6,7 +6,8 @@
 //! chunk sits in exactly one `chunk_buckets` list, the one of its longest free run (and its bit
 //! of `chunk_nonempty` is set); every free extent sits in exactly one free list of its
 //! dirtiness (`free_dirty` holds dirty and muzzy ones, `free_clean` the rest), bucketed by
-//! chunk count (`extent::free_bucket`).
+//! chunk count (`extent::free_bucket`). An extent or page run being purged (busy, see `purge`)
+//! is on no list and counted in `purging_bytes` alone.
 
 use crate::bitmap::Bitmap;
 use crate::chunk::{Extent, PageChunk};
@@ -27,8 +28,6 @@ pub struct ArenaInner {
     pub(crate) free_clean: [*mut Extent; NFREE_BUCKETS],
     /// Recycled extent descriptors.
     pub(crate) spare_extents: *mut Extent,
-    /// When the last decay pass ran (ms).
-    pub(crate) last_decay_ms: u64,
     /// Page chunks with every page free (one is kept to avoid churn).
     pub(crate) empty_chunks: usize,
     pub stats: ArenaStats,
@@ -47,7 +46,6 @@ impl ArenaInner {
             free_dirty: [null_mut(); NFREE_BUCKETS],
             free_clean: [null_mut(); NFREE_BUCKETS],
             spare_extents: null_mut(),
-            last_decay_ms: 0,
             empty_chunks: 0,
             stats: ArenaStats::default(),
         }
@@ -73,6 +71,9 @@ pub struct ArenaStats {
     /// Free extents given `MADV_FREE` and not yet `MADV_DONTNEED` (`muzzy_decay_ms`).
     pub muzzy_extent_bytes: u64,
     pub clean_extent_bytes: u64,
+    /// Bytes of free runs (extents and page runs) being purged right now (`purge`'s busy
+    /// runs): counted in none of dirty, muzzy and clean until they come back.
+    pub purging_bytes: u64,
     pub purged_bytes: u64,
     /// Bytes purged from chunks that were huge-backed (splitting their huge page), under
     /// `dirty_max`.
