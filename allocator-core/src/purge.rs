@@ -526,3 +526,6 @@ impl ArenaInner {
         self.stats.dirty_extent_bytes as usize + self.dirty_page_bytes()
     }
 }
+
+#[cfg(test)]
+mod tests;
