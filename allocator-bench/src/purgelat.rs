@@ -15,7 +15,8 @@
 //!
 //! Both threads are put on arena 0 through `mallctl("thread.arena")` when the process's
 //! `malloc` has one (hugealloc or jemalloc preloaded), so purges of the freed memory compete
-//! with the measured thread's refills. Prints p50, p99, p99.9 and max of each operation, in ns.
+//! with the measured thread's refills. Prints p50, p99, p99.9, p99.99 and max of each
+//! operation, in ns, and how many took 100 µs or more (the stalls).
 //! Per-operation timing costs some 20-40 ns itself: compare runs, not absolute figures.
 
 use crate::args::Args;
@@ -80,6 +81,11 @@ impl Histogram {
             }
         }
         self.max
+    }
+
+    /// How many values were at least `v` (to within a bucket).
+    pub fn at_least(&self, v: u64) -> u64 {
+        self.counts.iter().skip(Self::index(v)).sum()
     }
 
     pub fn max(&self) -> u64 {
@@ -206,12 +212,15 @@ pub fn run(args: &Args) -> Result<(), String> {
     println!("same_arena: {on_arena_zero}  freeing rounds: {freer_rounds}");
     for (name, h) in [("malloc", &alloc_ns), ("free", &free_ns)] {
         println!(
-            "{name:7} n={} p50={} ns p99={} ns p99.9={} ns max={} ns",
+            "{name:7} n={} p50={} ns p99={} ns p99.9={} ns p99.99={} ns max={} ns \
+             >=100us: {}",
             h.count(),
             h.quantile(0.5),
             h.quantile(0.99),
             h.quantile(0.999),
-            h.max()
+            h.quantile(0.9999),
+            h.max(),
+            h.at_least(100_000)
         );
     }
     println!(
