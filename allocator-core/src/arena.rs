@@ -88,6 +88,14 @@ impl Arena {
         a
     }
 
+    /// Bin `class`'s lock; a class that is not small is a caller's bug: abort.
+    fn bin(&self, class: usize) -> &Mutex<BinState> {
+        match self.bins.get(class) {
+            Some(bin) => bin,
+            None => diag::fatal("hugealloc: a bin asked for a class that is not small"),
+        }
+    }
+
     pub fn thp(&self) -> Thp {
         // Relaxed: a policy read when mapping chunks; a concurrent change applies to later ones.
         Thp::from_u8(self.thp.load(Ordering::Relaxed))
@@ -195,7 +203,7 @@ impl Arena {
     /// (fewer only when out of memory). Takes the bin lock once.
     pub fn bin_fill(&self, class: usize, out: &mut [*mut u8]) -> usize {
         let mut grew = false;
-        let n = self.bins[class].lock().fill(out, || {
+        let n = self.bin(class).lock().fill(out, || {
             grew = true;
             self.slab_new(class)
         });
@@ -214,14 +222,14 @@ impl Arena {
             for (item, &p) in items.iter_mut().zip(chunk) {
                 *item = (p, slab_of(p, class));
             }
-            self.bin_flush_slabs(class, &items[..chunk.len()]);
+            self.bin_flush_slabs(class, items.get(..chunk.len()).unwrap_or(&[]));
         }
     }
 
     /// As `bin_flush`, with each pointer's slab already looked up (`slab_of`).
     pub fn bin_flush_slabs(&self, class: usize, items: &[(*mut u8, *mut Slab)]) {
         let mut released = false;
-        let r = self.bins[class].lock().flush(items, |s| {
+        let r = self.bin(class).lock().flush(items, |s| {
             released = true;
             self.slab_release(s)
         });
@@ -240,7 +248,7 @@ impl Arena {
         if slab.is_null() {
             return slab;
         }
-        let npages = SLAB_PAGES[class] as usize;
+        let npages = slab_pages(class);
         let mut inner = self.inner.lock();
         let Some((pc, start, _)) = self.pages_alloc(&mut inner, npages, 1) else {
             drop(inner);
@@ -253,9 +261,7 @@ impl Arena {
             let pcr = &mut *pc;
             (*slab).init(pcr.addr + start * os::PAGE, class, self.index);
             let word = (class as u64) << PAGE_CLASS_SHIFT | slab as u64 | PAGE_SLAB;
-            for w in &mut pcr.page_map[start..start + npages] {
-                *w = word;
-            }
+            words(pcr, start, npages).fill(word);
         }
         inner.stats.active_pages += npages as u64;
         slab
@@ -266,7 +272,7 @@ impl Arena {
     fn slab_release(&self, slab: *mut Slab) {
         // SAFETY: the slab is empty and unlisted; nobody else refers to it.
         let (addr, class) = unsafe { ((*slab).addr, (*slab).class as usize) };
-        let npages = SLAB_PAGES[class] as usize;
+        let npages = slab_pages(class);
         let entry = PAGEMAP.get(addr);
         let pc = (entry & !TAG_MASK) as *mut PageChunk;
         let mut inner = self.inner.lock();
@@ -292,10 +298,7 @@ impl Arena {
         // SAFETY: pc is a live page chunk of this arena; pages start..start+n are ours.
         let addr = unsafe {
             let pcr = &mut *pc;
-            pcr.page_map[start] = (class as u64) << PAGE_CLASS_SHIFT | (n as u64) << 3 | PAGE_LARGE;
-            for i in 1..n {
-                pcr.page_map[start + i] = (i as u64) << 3 | PAGE_INTERIOR;
-            }
+            large_words(words(pcr, start, n), class, 0);
             pcr.addr + start * os::PAGE
         };
         let s = &mut inner.stats;
@@ -316,7 +319,7 @@ impl Arena {
         let mut inner = self.inner.lock();
         // SAFETY: pc is the block's live page chunk; its head word says how many pages.
         let (n, class) = unsafe {
-            let w = (*pc).page_map[page];
+            let w = word(&*pc, page);
             if w & PAGE_KIND != PAGE_LARGE {
                 diag::fatal_ptr(
                     "double free of",
@@ -342,7 +345,7 @@ impl Arena {
         let mut inner = self.inner.lock();
         // SAFETY: pc is the block's live page chunk and we hold the arena lock.
         let pcr = unsafe { &mut *pc };
-        let w = pcr.page_map[page];
+        let w = word(pcr, page);
         let n = ((w & PAGE_PAYLOAD) >> 3) as usize;
         let old_class = (w >> PAGE_CLASS_SHIFT) as usize;
         let m = large_pages(new_class);
@@ -356,10 +359,7 @@ impl Arena {
         } else if m < n {
             inner.pages_free(pc, page + m, n - m);
         }
-        pcr.page_map[page] = (new_class as u64) << PAGE_CLASS_SHIFT | (m as u64) << 3 | PAGE_LARGE;
-        for i in n.min(m)..m {
-            pcr.page_map[page + i] = (i as u64) << 3 | PAGE_INTERIOR;
-        }
+        large_words(words(pcr, page, m), new_class, n.min(m));
         let s = &mut inner.stats;
         s.large_allocated =
             s.large_allocated + class_size(new_class) as u64 - class_size(old_class) as u64;
@@ -534,9 +534,9 @@ impl Arena {
     /// A snapshot of the arena's counters (takes each lock briefly).
     pub fn snapshot(&self) -> ArenaSnapshot {
         let mut snap = ArenaSnapshot::default();
-        for (class, bin) in self.bins.iter().enumerate() {
+        for ((class, bin), out) in self.bins.iter().enumerate().zip(snap.bins.iter_mut()) {
             let b = bin.lock();
-            snap.bins[class] = b.stats;
+            *out = b.stats;
             snap.small_allocated += (b.stats.nmalloc - b.stats.nfree) * class_size(class) as u64;
         }
         let inner = self.inner.lock();
@@ -579,6 +579,40 @@ impl Arena {
                 b.reset_in_child();
             }
         }
+    }
+}
+
+/// Pages of a slab of small class `class` (a class that is not small aborts).
+fn slab_pages(class: usize) -> usize {
+    match SLAB_PAGES.get(class) {
+        Some(&n) => n as usize,
+        None => diag::fatal("hugealloc: a slab asked for a class that is not small"),
+    }
+}
+
+/// Page-map words `start..start + n` of `pc`; a run past the chunk (a corrupt descriptor)
+/// aborts.
+fn words(pc: &mut PageChunk, start: usize, n: usize) -> &mut [u64] {
+    match pc.page_map.get_mut(start..start.wrapping_add(n)) {
+        Some(w) => w,
+        None => diag::fatal("hugealloc: a page run past its chunk"),
+    }
+}
+
+/// Page-map word `page` of `pc` (0, a free page, past the chunk: callers then abort).
+fn word(pc: &PageChunk, page: usize) -> u64 {
+    pc.page_map.get(page).copied().unwrap_or(0)
+}
+
+/// Writes a large block's page-map words (`words` is the whole run): the head word (class and
+/// length), and the interior words (offsets) from word `from` on (those before are right).
+fn large_words(words: &mut [u64], class: usize, from: usize) {
+    let n = words.len() as u64;
+    if let Some(head) = words.first_mut() {
+        *head = (class as u64) << PAGE_CLASS_SHIFT | n << 3 | PAGE_LARGE;
+    }
+    for (i, w) in words.iter_mut().enumerate().skip(from.max(1)) {
+        *w = (i as u64) << 3 | PAGE_INTERIOR;
     }
 }
 

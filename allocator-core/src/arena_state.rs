@@ -16,6 +16,7 @@ use core::ptr::null_mut;
 
 /// Free-extent lists per dirtiness: one per chunk count up to 16, then one per doubling.
 pub const NFREE_BUCKETS: usize = 64;
+const _: () = assert!(NFREE_BUCKETS.is_power_of_two());
 
 pub struct ArenaInner {
     /// The arena's index (descriptors carry it so a pointer's arena is found from them).
