@@ -37,7 +37,7 @@ HUGEALLOC_CONF=check:full cargo test -p hugealloc --release \
   --test threads --test model --test global --test churn --test misuse --test producer_consumer
 
 echo "== debug build: invariant scans with the thread cache on"
-cargo test -p hugealloc --test model --test threads --test churn
+cargo test -p hugealloc --test model --test threads --test churn --test purge_threads
 
 if [ "${HUGEALLOC_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== fuzz targets"

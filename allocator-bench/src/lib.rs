@@ -9,6 +9,7 @@
 //!   bigbuf [ITERS]       allocate, fill, sum, drop a big buffer (--mib 512, --type f64|u8)
 //!   scipp [MIB]          element-wise ops with fresh outputs, pointer chase; best of --reps 3
 //!   frag [MIB]           many small objects, most freed: RSS and AnonHugePages per phase
+//!   purge-latency [MS]   malloc/free latency (p50..max) of one thread while another frees
 //!   cfrac, espresso, larson, xmalloc, cache-scratch, cache-thrash, mstress, rptest,
 //!   sh6bench, sh8bench, realloc [SIZE]   the suite (src/suite/)
 //!   compare              every workload under every allocator (src/compare/)
@@ -28,6 +29,7 @@ pub mod compare;
 pub mod frag;
 pub mod global;
 pub mod measure;
+pub mod purgelat;
 pub mod scipp;
 pub mod suite;
 pub mod workload;
@@ -40,6 +42,7 @@ usage: hugealloc-bench [SUBCOMMAND] [N] [--flag VALUE]...
   bigbuf [ITERS=10]            --mib 512 --type f64|u8
   scipp [MIB=512]              --rounds 3 --reps 3 --chase-mib MIB --chase-steps 20000000
   frag [MIB=256]               --keep 64 --wait-ms 0
+  purge-latency [MS=2000]      malloc/free latency while another thread frees and purges
   cfrac espresso larson xmalloc cache-scratch cache-thrash mstress rptest sh6bench
   sh8bench realloc [SIZE]      the benchmark suite (--threads N where threaded)
   pairs [N=1000000]            --bytes 64: C malloc+free pairs (for callgrind)
@@ -73,6 +76,7 @@ fn run(global_allocator: global::Global) -> Result<(), String> {
         "scipp" => &["rounds", "reps", "chase-mib", "chase-steps"],
         "frag" => &["keep", "wait-ms"],
         "pairs" => &["bytes"],
+        "purge-latency" => &[],
         _ => match suite {
             Some(w) => w.flags,
             None => return Err(format!("unknown subcommand {sub:?}\n{USAGE}")),
@@ -86,6 +90,7 @@ fn run(global_allocator: global::Global) -> Result<(), String> {
         "scipp" => scipp::run(&args)?,
         "frag" => frag::run(&args)?,
         "pairs" => suite::pairs(&args)?,
+        "purge-latency" => purgelat::run(&args)?,
         _ => (suite.expect("checked above").run)(&args)?,
     }
     measure::print_footer();

@@ -9,8 +9,10 @@
 //!
 //! The state those modules work on is one `ArenaInner` under the arena lock (rank 3, taken
 //! under a bin lock when a bin needs a slab); this module takes the locks, calls them in order
-//! (an operation that frees memory is followed by a decay pass), keeps the counters and zeroes
-//! memory outside the lock. The arena's THP policy decides the advice each chunk gets when it
+//! (an operation that frees memory is followed by a decay pass once every lock is released),
+//! keeps the counters and zeroes memory outside the lock. A purge pass holds the arena's purge
+//! lock (rank 2b: after the bin locks, before the arena lock; one purger per arena) and takes
+//! the arena lock once per batch, never across `madvise` (see `purge`). The arena's THP policy decides the advice each chunk gets when it
 //! is put to use.
 
 use crate::arena_state::ArenaInner;
@@ -19,10 +21,13 @@ use crate::chunk::*;
 use crate::diag;
 use crate::os;
 use crate::pagemap::{PAGEMAP, TAG_EXTENT, TAG_MASK};
-use crate::purge::{decay_decode, decay_encode, decay_resolve, DECAY_INHERIT};
+use crate::purge::{
+    decay_decode, decay_encode, decay_goal, decay_resolve, purge_advise, PurgeBatch, PurgeGoal,
+    DECAY_INHERIT, PASS_BATCHES_MAX,
+};
 use crate::size_class::*;
 use crate::slab::Slab;
-use crate::sync::{AtomicU8, AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::thp::{self, ChunkAdvice, Thp};
 use core::ptr::{self, null_mut};
 
@@ -40,9 +45,14 @@ pub struct Arena {
     pub index: u32,
     thp: AtomicU8,
     /// This arena's own `dirty_decay_ms` (encoded as `DIRTY_DECAY_MS`), or `DECAY_INHERIT`.
-    decay_ms: crate::sync::AtomicU64,
+    decay_ms: AtomicU64,
+    /// When the last decay pass started (ms); written under `purge`.
+    last_decay_ms: AtomicU64,
     pub nthreads: AtomicUsize,
     pub(crate) bins: [Mutex<BinState>; NSMALL],
+    /// Held by the one purge pass of this arena running (rank 2b); `fork` prepare takes it, so
+    /// no run is left busy in a child.
+    purge: Mutex<()>,
     pub(crate) inner: Mutex<ArenaInner>,
 }
 
@@ -66,14 +76,24 @@ impl Arena {
                 Arena {
                     index,
                     thp: AtomicU8::new(policy as u8),
-                    decay_ms: crate::sync::AtomicU64::new(DECAY_INHERIT),
+                    decay_ms: AtomicU64::new(DECAY_INHERIT),
+                    last_decay_ms: AtomicU64::new(0),
                     nthreads: AtomicUsize::new(0),
                     bins: [BIN; NSMALL],
+                    purge: Mutex::new(()),
                     inner: Mutex::new(ArenaInner::new(index)),
                 },
             );
         }
         a
+    }
+
+    /// Bin `class`'s lock; a class that is not small is a caller's bug: abort.
+    fn bin(&self, class: usize) -> &Mutex<BinState> {
+        match self.bins.get(class) {
+            Some(bin) => bin,
+            None => diag::fatal("hugealloc: a bin asked for a class that is not small"),
+        }
     }
 
     pub fn thp(&self) -> Thp {
@@ -107,23 +127,74 @@ impl Arena {
     /// dirty for at least the decay time, however recently the last pass ran. Returns the
     /// bytes purged.
     pub fn decay_now(&self) -> usize {
-        let mut inner = self.inner.lock();
-        let before = inner.stats.purged_bytes;
-        // A last pass at time 0 lets `maybe_decay` run whatever its rate limit.
-        inner.last_decay_ms = 0;
-        inner.maybe_decay(self.decay_raw());
-        (inner.stats.purged_bytes - before) as usize
+        let guard = self.purge.lock();
+        let now = os::now_ms();
+        match decay_goal(self.decay_raw(), 0, now, true) {
+            Some(goal) => {
+                // Relaxed: written under the purge lock, read as a hint by `maybe_decay`.
+                self.last_decay_ms.store(now, Ordering::Relaxed);
+                self.purge_pass(&guard, goal, now)
+            }
+            None => 0,
+        }
     }
 
     /// A decay pass if one is due (the background thread's tick); also how long until the
     /// next one may be due, in ms (a tenth of the decay time, 100 ms under `dirty_max` alone).
     pub fn decay_tick(&self) -> u64 {
-        let mut inner = self.inner.lock();
-        inner.maybe_decay(self.decay_raw());
+        self.maybe_decay();
         match self.decay_raw() {
             u64::MAX => 100,
             d => d / 10,
         }
+    }
+
+    /// A decay pass if one is due and no other pass of this arena is running. Called after an
+    /// operation that frees memory or maps a chunk, with no lock held.
+    fn maybe_decay(&self) {
+        let decay = self.decay_raw();
+        let now = os::now_ms();
+        // Relaxed: a hint; the check is repeated under the purge lock.
+        if decay_goal(
+            decay,
+            self.last_decay_ms.load(Ordering::Relaxed),
+            now,
+            false,
+        )
+        .is_none()
+        {
+            return;
+        }
+        let Some(guard) = self.purge.try_lock() else {
+            // Another pass runs: it does this work.
+            return;
+        };
+        // Relaxed: the purge lock orders writers; see `decay_now`.
+        let last = self.last_decay_ms.load(Ordering::Relaxed);
+        if let Some(goal) = decay_goal(decay, last, now, false) {
+            self.last_decay_ms.store(now, Ordering::Relaxed);
+            self.purge_pass(&guard, goal, now);
+        }
+    }
+
+    /// Purges toward `goal` in batches (`purge`'s three phases): each batch chosen and marked
+    /// busy under the arena lock, advised without it, returned under it together with the
+    /// choice of the next batch. The purge lock is held (`_guard`). Returns the bytes purged.
+    fn purge_pass(&self, _guard: &MutexGuard<'_, ()>, goal: PurgeGoal, now_ms: u64) -> usize {
+        let mut batch = PurgeBatch::new();
+        let mut purged = 0;
+        let mut inner = self.inner.lock();
+        for _ in 0..PASS_BATCHES_MAX {
+            inner.purge_choose(goal, &mut batch);
+            if batch.is_empty() {
+                break;
+            }
+            drop(inner);
+            purge_advise(&batch);
+            inner = self.inner.lock();
+            purged += inner.purge_return(&mut batch, now_ms);
+        }
+        purged
     }
 
     // ---- small objects -------------------------------------------------------------------
@@ -131,7 +202,15 @@ impl Arena {
     /// Fills `out` with up to `out.len()` objects of small class `class`; returns how many
     /// (fewer only when out of memory). Takes the bin lock once.
     pub fn bin_fill(&self, class: usize, out: &mut [*mut u8]) -> usize {
-        self.bins[class].lock().fill(out, || self.slab_new(class))
+        let mut grew = false;
+        let n = self.bin(class).lock().fill(out, || {
+            grew = true;
+            self.slab_new(class)
+        });
+        if grew {
+            self.maybe_decay();
+        }
+        n
     }
 
     /// Returns `ptrs` (all of small class `class`, all owned by this arena) to their slabs,
@@ -143,27 +222,33 @@ impl Arena {
             for (item, &p) in items.iter_mut().zip(chunk) {
                 *item = (p, slab_of(p, class));
             }
-            self.bin_flush_slabs(class, &items[..chunk.len()]);
+            self.bin_flush_slabs(class, items.get(..chunk.len()).unwrap_or(&[]));
         }
     }
 
     /// As `bin_flush`, with each pointer's slab already looked up (`slab_of`).
     pub(crate) fn bin_flush_slabs(&self, class: usize, items: &[(*mut u8, *mut Slab)]) {
-        let r = self.bins[class]
-            .lock()
-            .flush(items, |s| self.slab_release(s));
+        let mut released = false;
+        let r = self.bin(class).lock().flush(items, |s| {
+            released = true;
+            self.slab_release(s)
+        });
         if let Err((p, what)) = r {
             diag::fatal_ptr(what, p);
         }
+        if released {
+            self.maybe_decay();
+        }
     }
 
-    /// A new slab of `class` (bin lock held; takes the arena lock).
+    /// A new slab of `class` (bin lock held; takes the arena lock; the caller runs the decay
+    /// pass once the bin lock is released).
     fn slab_new(&self, class: usize) -> *mut Slab {
         let slab = BASE.alloc(core::mem::size_of::<Slab>()) as *mut Slab;
         if slab.is_null() {
             return slab;
         }
-        let npages = SLAB_PAGES[class] as usize;
+        let npages = slab_pages(class);
         let mut inner = self.inner.lock();
         let Some((pc, start, _)) = self.pages_alloc(&mut inner, npages, 1) else {
             drop(inner);
@@ -176,25 +261,24 @@ impl Arena {
             let pcr = &mut *pc;
             (*slab).init(pcr.addr + start * os::PAGE, class, self.index);
             let word = (class as u64) << PAGE_CLASS_SHIFT | slab as u64 | PAGE_SLAB;
-            for w in &mut pcr.page_map[start..start + npages] {
-                *w = word;
-            }
+            words(pcr, start, npages).fill(word);
         }
         inner.stats.active_pages += npages as u64;
         slab
     }
 
-    /// Gives an empty slab's pages back (bin lock held; takes the arena lock).
+    /// Gives an empty slab's pages back (bin lock held; takes the arena lock; the caller runs
+    /// the decay pass once the bin lock is released).
     fn slab_release(&self, slab: *mut Slab) {
         // SAFETY: the slab is empty and unlisted; nobody else refers to it.
         let (addr, class) = unsafe { ((*slab).addr, (*slab).class as usize) };
-        let npages = SLAB_PAGES[class] as usize;
+        let npages = slab_pages(class);
         let entry = PAGEMAP.get(addr);
         let pc = (entry & !TAG_MASK) as *mut PageChunk;
         let mut inner = self.inner.lock();
         // SAFETY: pc is the slab's live page chunk.
         let start = unsafe { (*pc).page_of(addr) };
-        self.pages_free(&mut inner, pc, start, npages);
+        inner.pages_free(pc, start, npages);
         inner.stats.active_pages -= npages as u64;
         drop(inner);
         // SAFETY: the descriptor came from BASE.alloc and no page map word refers to it now.
@@ -214,10 +298,7 @@ impl Arena {
         // SAFETY: pc is a live page chunk of this arena; pages start..start+n are ours.
         let addr = unsafe {
             let pcr = &mut *pc;
-            pcr.page_map[start] = (class as u64) << PAGE_CLASS_SHIFT | (n as u64) << 3 | PAGE_LARGE;
-            for i in 1..n {
-                pcr.page_map[start + i] = (i as u64) << 3 | PAGE_INTERIOR;
-            }
+            large_words(words(pcr, start, n), class, 0);
             pcr.addr + start * os::PAGE
         };
         let s = &mut inner.stats;
@@ -225,6 +306,7 @@ impl Arena {
         s.large_allocated += class_size(class) as u64;
         s.active_pages += n as u64;
         drop(inner);
+        self.maybe_decay();
         if zero && was_dirty {
             // SAFETY: the run is ours, n pages long.
             unsafe { ptr::write_bytes(addr as *mut u8, 0, n * os::PAGE) };
@@ -237,7 +319,7 @@ impl Arena {
         let mut inner = self.inner.lock();
         // SAFETY: pc is the block's live page chunk; its head word says how many pages.
         let (n, class) = unsafe {
-            let w = (*pc).page_map[page];
+            let w = word(&*pc, page);
             if w & PAGE_KIND != PAGE_LARGE {
                 diag::fatal_ptr(
                     "double free of",
@@ -249,11 +331,13 @@ impl Arena {
                 (w >> PAGE_CLASS_SHIFT) as usize,
             )
         };
-        self.pages_free(&mut inner, pc, page, n);
+        inner.pages_free(pc, page, n);
         let s = &mut inner.stats;
         s.large_nfree += 1;
         s.large_allocated -= class_size(class) as u64;
         s.active_pages -= n as u64;
+        drop(inner);
+        self.maybe_decay();
     }
 
     /// Resizes a large block in place to `new_class` (a large class); returns whether it could.
@@ -261,7 +345,7 @@ impl Arena {
         let mut inner = self.inner.lock();
         // SAFETY: pc is the block's live page chunk and we hold the arena lock.
         let pcr = unsafe { &mut *pc };
-        let w = pcr.page_map[page];
+        let w = word(pcr, page);
         let n = ((w & PAGE_PAYLOAD) >> 3) as usize;
         let old_class = (w >> PAGE_CLASS_SHIFT) as usize;
         let m = large_pages(new_class);
@@ -273,16 +357,17 @@ impl Arena {
             pcr.take_pages(page + n, m - n);
             inner.chunk_file(pc);
         } else if m < n {
-            self.pages_free(&mut inner, pc, page + m, n - m);
+            inner.pages_free(pc, page + m, n - m);
         }
-        pcr.page_map[page] = (new_class as u64) << PAGE_CLASS_SHIFT | (m as u64) << 3 | PAGE_LARGE;
-        for i in n.min(m)..m {
-            pcr.page_map[page + i] = (i as u64) << 3 | PAGE_INTERIOR;
-        }
+        large_words(words(pcr, page, m), new_class, n.min(m));
         let s = &mut inner.stats;
         s.large_allocated =
             s.large_allocated + class_size(new_class) as u64 - class_size(old_class) as u64;
         s.active_pages = s.active_pages + m as u64 - n as u64;
+        drop(inner);
+        if m < n {
+            self.maybe_decay();
+        }
         true
     }
 
@@ -307,12 +392,12 @@ impl Arena {
             inner.advise(e, want);
             er.addr
         };
-        inner.maybe_decay(self.decay_raw());
         let s = &mut inner.stats;
         s.huge_nmalloc += 1;
         s.huge_allocated += class_size(class) as u64;
         s.huge_active += (n * CHUNK) as u64;
         drop(inner);
+        self.maybe_decay();
         if zero && was_dirty {
             // SAFETY: the block is ours and at least `size` bytes.
             unsafe { ptr::write_bytes(addr as *mut u8, 0, size) };
@@ -339,7 +424,8 @@ impl Arena {
             er.dirty_since_ms = os::now_ms();
         }
         inner.extent_free(e);
-        inner.maybe_decay(self.decay_raw());
+        drop(inner);
+        self.maybe_decay();
     }
 
     /// Resizes a huge block in place to `new_class` (requested `size`): shrinks by giving back
@@ -428,14 +514,7 @@ impl Arena {
             return Some(found);
         }
         let pc = inner.page_chunk_new(self.thp())?;
-        inner.maybe_decay(self.decay_raw());
         Some(inner.pages_take_fresh(pc, n))
-    }
-
-    /// Gives back a page run, then runs a decay pass if one is due.
-    fn pages_free(&self, inner: &mut ArenaInner, pc: *mut PageChunk, start: usize, n: usize) {
-        inner.pages_free(pc, start, n);
-        inner.maybe_decay(self.decay_raw());
     }
 
     // ---- purging ---------------------------------------------------------------------------
@@ -446,7 +525,8 @@ impl Arena {
         for bin in &self.bins {
             bin.lock().drain_empty(|s| self.slab_release(s));
         }
-        self.inner.lock().purge_all_extents()
+        let guard = self.purge.lock();
+        self.purge_pass(&guard, PurgeGoal::AllExtents, os::now_ms())
     }
 
     // ---- statistics and fork -------------------------------------------------------------
@@ -454,9 +534,9 @@ impl Arena {
     /// A snapshot of the arena's counters (takes each lock briefly).
     pub fn snapshot(&self) -> ArenaSnapshot {
         let mut snap = ArenaSnapshot::default();
-        for (class, bin) in self.bins.iter().enumerate() {
+        for ((class, bin), out) in self.bins.iter().enumerate().zip(snap.bins.iter_mut()) {
             let b = bin.lock();
-            snap.bins[class] = b.stats;
+            *out = b.stats;
             snap.small_allocated += (b.stats.nmalloc - b.stats.nfree) * class_size(class) as u64;
         }
         let inner = self.inner.lock();
@@ -465,11 +545,13 @@ impl Arena {
         snap
     }
 
-    /// Takes every lock of this arena in rank order (fork prepare).
+    /// Takes every lock of this arena in rank order (fork prepare). Taking the purge lock
+    /// waits for a purge pass in flight, so the child finds no busy run.
     pub fn lock_all(&self) {
         for b in &self.bins {
             b.force_lock();
         }
+        self.purge.force_lock();
         self.inner.force_lock();
     }
 
@@ -479,6 +561,7 @@ impl Arena {
         // SAFETY: per the contract, these locks are held by this thread.
         unsafe {
             self.inner.force_unlock();
+            self.purge.force_unlock();
             for b in &self.bins {
                 b.force_unlock();
             }
@@ -491,10 +574,45 @@ impl Arena {
         // SAFETY: per the contract.
         unsafe {
             self.inner.reset_in_child();
+            self.purge.reset_in_child();
             for b in &self.bins {
                 b.reset_in_child();
             }
         }
+    }
+}
+
+/// Pages of a slab of small class `class` (a class that is not small aborts).
+fn slab_pages(class: usize) -> usize {
+    match SLAB_PAGES.get(class) {
+        Some(&n) => n as usize,
+        None => diag::fatal("hugealloc: a slab asked for a class that is not small"),
+    }
+}
+
+/// Page-map words `start..start + n` of `pc`; a run past the chunk (a corrupt descriptor)
+/// aborts.
+fn words(pc: &mut PageChunk, start: usize, n: usize) -> &mut [u64] {
+    match pc.page_map.get_mut(start..start.wrapping_add(n)) {
+        Some(w) => w,
+        None => diag::fatal("hugealloc: a page run past its chunk"),
+    }
+}
+
+/// Page-map word `page` of `pc` (0, a free page, past the chunk: callers then abort).
+fn word(pc: &PageChunk, page: usize) -> u64 {
+    pc.page_map.get(page).copied().unwrap_or(0)
+}
+
+/// Writes a large block's page-map words (`words` is the whole run): the head word (class and
+/// length), and the interior words (offsets) from word `from` on (those before are right).
+fn large_words(words: &mut [u64], class: usize, from: usize) {
+    let n = words.len() as u64;
+    if let Some(head) = words.first_mut() {
+        *head = (class as u64) << PAGE_CLASS_SHIFT | n << 3 | PAGE_LARGE;
+    }
+    for (i, w) in words.iter_mut().enumerate().skip(from.max(1)) {
+        *w = (i as u64) << 3 | PAGE_INTERIOR;
     }
 }
 

@@ -6,7 +6,8 @@
 //! chunk sits in exactly one `chunk_buckets` list, the one of its longest free run (and its bit
 //! of `chunk_nonempty` is set); every free extent sits in exactly one free list of its
 //! dirtiness (`free_dirty` holds dirty and muzzy ones, `free_clean` the rest), bucketed by
-//! chunk count (`extent::free_bucket`).
+//! chunk count (`extent::free_bucket`). An extent or page run being purged (busy, see `purge`)
+//! is on no list and counted in `purging_bytes` alone.
 
 use crate::bin::counters;
 use crate::bitmap::Bitmap;
@@ -16,6 +17,7 @@ use core::ptr::null_mut;
 
 /// Free-extent lists per dirtiness: one per chunk count up to 16, then one per doubling.
 pub const NFREE_BUCKETS: usize = 64;
+const _: () = assert!(NFREE_BUCKETS.is_power_of_two());
 
 pub struct ArenaInner {
     /// The arena's index (descriptors carry it so a pointer's arena is found from them).
@@ -28,8 +30,6 @@ pub struct ArenaInner {
     pub(crate) free_clean: [*mut Extent; NFREE_BUCKETS],
     /// Recycled extent descriptors.
     pub(crate) spare_extents: *mut Extent,
-    /// When the last decay pass ran (ms).
-    pub(crate) last_decay_ms: u64,
     /// Page chunks with every page free (one is kept to avoid churn).
     pub(crate) empty_chunks: usize,
     pub stats: ArenaStats,
@@ -48,7 +48,6 @@ impl ArenaInner {
             free_dirty: [null_mut(); NFREE_BUCKETS],
             free_clean: [null_mut(); NFREE_BUCKETS],
             spare_extents: null_mut(),
-            last_decay_ms: 0,
             empty_chunks: 0,
             stats: ArenaStats::default(),
         }
@@ -104,6 +103,8 @@ macro_rules! arena_figures {
             count dirty_extent_bytes, "bytes of free extents kept dirty";
             count muzzy_extent_bytes,
                 "bytes of free extents given MADV_FREE and not yet MADV_DONTNEED (muzzy_decay_ms)";
+            count purging_bytes,
+                "bytes of free runs being purged (busy, see `purge`): in none of dirty, muzzy, clean";
         } }
     };
 }

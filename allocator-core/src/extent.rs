@@ -47,8 +47,9 @@ pub fn thp_threshold() -> usize {
 }
 
 fn free_bucket(n: usize) -> usize {
+    debug_assert!(n > 0);
     if n <= 16 {
-        n - 1
+        n.wrapping_sub(1)
     } else {
         (12 + crate::bits::lg_floor(n) as usize).min(NFREE_BUCKETS - 1)
     }
@@ -99,7 +100,9 @@ impl ArenaInner {
     }
 
     pub(crate) fn free_list(&mut self, dirty: bool, n: usize) -> &mut *mut Extent {
-        let b = free_bucket(n);
+        // Masked: `free_bucket` is below NFREE_BUCKETS (a power of two), so this changes
+        // nothing and leaves no bounds check.
+        let b = free_bucket(n) & (NFREE_BUCKETS - 1);
         if dirty {
             &mut self.free_dirty[b]
         } else {

@@ -38,8 +38,9 @@ pub fn owner_of(p: *mut u8) -> Owner {
             let pc = (entry & !TAG_MASK) as *mut PageChunk;
             // SAFETY: a TAG_PAGES entry always points at the live PageChunk of its chunk.
             let page = unsafe { (*pc).page_of(addr) };
-            // SAFETY: page < CHUNK_PAGES since addr lies in the chunk.
-            let word = unsafe { (*pc).page_map[page] };
+            // SAFETY: as above. `page < CHUNK_PAGES` since addr lies in the chunk; were it not,
+            // word 0 (a free page) makes it abort below.
+            let word = unsafe { (*pc).page_map.get(page).copied().unwrap_or(0) };
             let class = (word >> PAGE_CLASS_SHIFT) as usize;
             match word & PAGE_KIND {
                 PAGE_SLAB => Owner::Small {
@@ -142,7 +143,8 @@ pub fn huge_backed_bytes(index: u32) -> u64 {
                     .iter()
                     .filter(|c| c.is_ascii_digit())
                     .fold(0u64, |v, &c| v * 10 + (c - b'0') as u64);
-                total += kib * 1024 * mine / known;
+                // `known >= mine > 0`: the division cannot fail.
+                total += (kib * 1024 * mine).checked_div(known).unwrap_or(0);
             }
         }
     });

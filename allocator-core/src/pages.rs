@@ -20,12 +20,21 @@ use crate::thp::{self, Thp};
 use core::ptr::null_mut;
 
 impl ArenaInner {
+    /// The list of page chunks whose longest free run is `b` pages; past a chunk's pages (a
+    /// corrupt descriptor) it aborts.
+    fn bucket(&mut self, b: usize) -> &mut *mut PageChunk {
+        match self.chunk_buckets.get_mut(b) {
+            Some(head) => head,
+            None => crate::diag::fatal("hugealloc: a page chunk's longest free run is corrupt"),
+        }
+    }
+
     pub(crate) fn chunk_unfile(&mut self, pc: *mut PageChunk) {
         // SAFETY: pc is live and filed under its longest run.
         unsafe {
             let b = (*pc).longest as usize;
-            list::remove(&mut self.chunk_buckets[b], pc);
-            if self.chunk_buckets[b].is_null() {
+            list::remove(self.bucket(b), pc);
+            if self.bucket(b).is_null() {
                 self.chunk_nonempty.clear(b);
             }
             if (*pc).nfree as usize == CHUNK_PAGES {
@@ -38,7 +47,7 @@ impl ArenaInner {
         // SAFETY: pc is live and on no list.
         unsafe {
             let b = (*pc).longest as usize;
-            list::push(&mut self.chunk_buckets[b], pc);
+            list::push(self.bucket(b), pc);
             self.chunk_nonempty.set(b);
             if (*pc).nfree as usize == CHUNK_PAGES {
                 self.empty_chunks += 1;
@@ -56,10 +65,10 @@ impl ArenaInner {
     ) -> Option<(*mut PageChunk, usize, bool)> {
         let mut b = n;
         while let Some(bucket) = self.chunk_nonempty.next_set(b) {
-            if bucket > CHUNK_PAGES {
+            let Some(&head) = self.chunk_buckets.get(bucket) else {
                 break;
-            }
-            let mut pc = self.chunk_buckets[bucket];
+            };
+            let mut pc = head;
             while !pc.is_null() {
                 // SAFETY: filed chunks are live.
                 let found = unsafe { (*pc).free.find_run(n, align_pages) };
@@ -121,10 +130,10 @@ impl ArenaInner {
         let mut pages = 0usize;
         let mut b = 0;
         while let Some(bucket) = self.chunk_nonempty.next_set(b) {
-            if bucket > CHUNK_PAGES {
+            let Some(&head) = self.chunk_buckets.get(bucket) else {
                 break;
-            }
-            let mut pc = self.chunk_buckets[bucket];
+            };
+            let mut pc = head;
             while !pc.is_null() {
                 // SAFETY: filed chunks are live.
                 unsafe {

@@ -5,7 +5,24 @@
 //! free extents go first, since purging them splits nothing. Also the process-wide decay
 //! settings.
 //!
-//! Runs under the arena lock, called by `arena` after the operations that free memory.
+//! A purge runs in three phases, so that no `madvise` happens under the arena lock (which
+//! `slab_new` takes under a bin lock: a purge under it would stall refills of every class):
+//! 1. `purge_choose` (arena lock held) picks up to `PURGE_BATCH` runs toward a `PurgeGoal` and
+//!    marks each one busy: a free extent goes to `STATE_PURGING` and off the free lists; free
+//!    dirty pages of a page chunk leave its free bitmap with page-map words `PAGE_PURGING`.
+//!    A busy run is on no free list (allocation takes another run or maps a new chunk), is not
+//!    coalesced (neighbours merge only with `STATE_FREE` extents and free pages), keeps its
+//!    pagemap entries (a pointer into it still resolves, and `free` of one aborts as for free
+//!    memory), keeps its page chunk alive (a page chunk with busy pages is never all free, so
+//!    never released) and is counted in `purging_bytes` instead of dirty (so `dirty_max`
+//!    counts it as leaving, and a second chooser never sees it).
+//! 2. `purge_advise` (no lock) gives each run `MADV_DONTNEED` or `MADV_FREE`, from the
+//!    addresses the batch recorded (it reads no descriptor).
+//! 3. `purge_return` (arena lock held) gives the runs back clean (or muzzy), coalescing them.
+//!
+//! The arena runs the phases under its purge lock (one purger per arena, so `fork` can wait
+//! for a batch in flight), with one arena-lock round trip per batch: return and the next
+//! choice share it. The batch lives on the purger's stack.
 
 use crate::arena_state::{ArenaInner, NFREE_BUCKETS};
 use crate::chunk::*;
@@ -14,6 +31,7 @@ use crate::os;
 use crate::size_class::{CHUNK, CHUNK_PAGES};
 use crate::sync::Ordering;
 use crate::thp::SystemMode;
+use core::ptr;
 
 /// `dirty_decay_ms`: how long freed chunks stay dirty before they are purged (`u64::MAX`: never).
 static DIRTY_DECAY_MS: crate::sync::AtomicU64 = crate::sync::AtomicU64::new(10_000);
@@ -78,6 +96,146 @@ pub fn set_purge_globals(dirty_max: usize, collapse: bool) {
     THP_COLLAPSE.store(collapse, Ordering::Relaxed);
 }
 
+/// Runs chosen per lock round trip (a batch lives on the purger's stack: 32 runs of 24 bytes).
+pub(crate) const PURGE_BATCH: usize = 32;
+
+/// Batches one pass takes at most: a pass with a decay time of 0 while other threads keep
+/// freeing could otherwise run for ever.
+pub(crate) const PASS_BATCHES_MAX: usize = 256;
+
+/// Extent state of a free extent being purged (the states are in `chunk`): on no free list,
+/// merged with nothing, handed out to nobody, until `purge_return` makes it `STATE_FREE`.
+pub const STATE_PURGING: u8 = 3;
+
+/// Page-map word of a free page being purged (`chunk::PAGE_KIND` value 4): not free in the
+/// chunk's bitmap, owned by no block.
+pub const PAGE_PURGING: u64 = 4;
+
+const _: () = assert!(PAGE_PURGING & !PAGE_KIND == 0 && PAGE_PURGING > PAGE_INTERIOR);
+const _: () = assert!(STATE_PURGING != STATE_FREE && STATE_PURGING > STATE_PAGES);
+
+/// One busy run of a batch.
+#[derive(Clone, Copy)]
+pub(crate) enum PurgeRun {
+    /// A free extent in `STATE_PURGING`; `lazy`: it gets `MADV_FREE` and comes back muzzy,
+    /// else `MADV_DONTNEED` and it comes back clean.
+    Extent { e: *mut Extent, lazy: bool },
+    /// Pages `start..start + n` of page chunk `pc`, marked `PAGE_PURGING`; `huge`: the chunk
+    /// was huge-backed, so this purge splits its huge page (`subreleased_bytes`).
+    Pages {
+        pc: *mut PageChunk,
+        start: u32,
+        n: u32,
+        huge: bool,
+    },
+}
+
+/// Up to `PURGE_BATCH` busy runs with the address range each covers.
+pub(crate) struct PurgeBatch {
+    runs: [(PurgeRun, usize, usize); PURGE_BATCH],
+    len: usize,
+}
+
+impl PurgeBatch {
+    pub(crate) fn new() -> PurgeBatch {
+        PurgeBatch {
+            runs: [(
+                PurgeRun::Extent {
+                    e: ptr::null_mut(),
+                    lazy: false,
+                },
+                0,
+                0,
+            ); PURGE_BATCH],
+            len: 0,
+        }
+    }
+
+    /// The runs, each with its address and length in bytes.
+    pub(crate) fn runs(&self) -> &[(PurgeRun, usize, usize)] {
+        self.runs.get(..self.len).unwrap_or(&[])
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.len >= PURGE_BATCH
+    }
+
+    /// Adds a run; false (and nothing added) when full.
+    fn push(&mut self, run: PurgeRun, addr: usize, len: usize) -> bool {
+        match self.runs.get_mut(self.len) {
+            Some(slot) => {
+                *slot = (run, addr, len);
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// What a purge pass works toward.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PurgeGoal {
+    /// A decay pass at `now_ms`: free extents dirty (or muzzy) for their decay time, free
+    /// pages of page chunks dirty that long which no huge page backs, then down to
+    /// `dirty_max` bytes (0: no limit). `decay_ms` as stored (`u64::MAX`: never).
+    Decay {
+        now_ms: u64,
+        decay_ms: u64,
+        muzzy_decay_ms: u64,
+        dirty_max: usize,
+    },
+    /// Every dirty (or muzzy) free extent, with `MADV_DONTNEED` (`arena.<i>.purge`).
+    AllExtents,
+}
+
+/// The decay pass due at `now_ms` for an arena whose decay time is `decay_ms` (as stored) and
+/// whose last pass ran at `last_ms`: `None` when nothing purges on a timer or the last pass
+/// was less than a tenth of the decay time ago (100 ms under `dirty_max` alone). `force`
+/// ignores that rate limit (`arena.<i>.decay`).
+pub(crate) fn decay_goal(
+    decay_ms: u64,
+    last_ms: u64,
+    now_ms: u64,
+    force: bool,
+) -> Option<PurgeGoal> {
+    // Relaxed: see set_purge_globals.
+    let dirty_max = DIRTY_MAX.load(Ordering::Relaxed);
+    if decay_ms == u64::MAX && dirty_max == 0 {
+        return None;
+    }
+    let every = if decay_ms == u64::MAX {
+        100
+    } else {
+        decay_ms / 10
+    };
+    if !force && now_ms.saturating_sub(last_ms) < every {
+        return None;
+    }
+    Some(PurgeGoal::Decay {
+        now_ms,
+        decay_ms,
+        // Relaxed: see set_muzzy_decay_ms.
+        muzzy_decay_ms: MUZZY_DECAY_MS.load(Ordering::Relaxed),
+        dirty_max,
+    })
+}
+
+/// Phase 2: advises every run of `batch` (no lock held; reads only the batch).
+pub(crate) fn purge_advise(batch: &PurgeBatch) {
+    for &(run, addr, len) in batch.runs() {
+        let advice = match run {
+            PurgeRun::Extent { lazy: true, .. } => os::Advice::Free,
+            _ => os::Advice::DontNeed,
+        };
+        os::advise(addr as *mut u8, len, advice);
+    }
+}
+
 impl ArenaInner {
     /// Whether a page chunk's pages sit on a huge page (so purging part of it splits it): the
     /// chunk of a live page chunk of this arena, read under its lock.
@@ -109,180 +267,265 @@ impl ArenaInner {
         }
     }
 
-    /// Purges the free dirty pages of the page chunks `pick` selects; returns bytes purged.
-    /// Stops once `budget` bytes are purged.
-    pub(crate) fn purge_page_chunks(
+    /// Phase 1: chooses runs toward `goal` into `batch` (empty on entry) and marks them busy.
+    /// Leaves `batch` empty when the goal is met.
+    pub(crate) fn purge_choose(&mut self, goal: PurgeGoal, batch: &mut PurgeBatch) {
+        debug_assert!(batch.is_empty());
+        match goal {
+            PurgeGoal::AllExtents => {
+                for b in 0..NFREE_BUCKETS {
+                    while let Some(&e) = self.free_dirty.get(b) {
+                        if e.is_null() || !self.choose_extent(e, false, batch) {
+                            break;
+                        }
+                    }
+                }
+            }
+            PurgeGoal::Decay {
+                now_ms,
+                decay_ms,
+                muzzy_decay_ms,
+                dirty_max,
+            } => {
+                if decay_ms != u64::MAX {
+                    self.choose_decayed(now_ms, decay_ms, muzzy_decay_ms, batch);
+                }
+                if dirty_max != 0 && !batch.is_full() {
+                    self.choose_over_dirty_max(dirty_max, batch);
+                }
+            }
+        }
+    }
+
+    /// Whole free chunks first: purging them splits nothing. With a muzzy stage, dirty
+    /// extents get `MADV_FREE` first and `MADV_DONTNEED` once muzzy for its time. Then the
+    /// free pages of chunks dirty for the decay time, where no huge page backs them (purging
+    /// those costs nothing but the page faults of reuse; pages freed since the chunk's oldest
+    /// go with them, a little early). A huge-backed chunk is purged in part (split) only when
+    /// `dirty_max` demands it.
+    fn choose_decayed(&mut self, now: u64, decay: u64, muzzy_decay: u64, batch: &mut PurgeBatch) {
+        for b in 0..NFREE_BUCKETS {
+            let mut e = self.free_dirty.get(b).copied().unwrap_or(ptr::null_mut());
+            while !e.is_null() {
+                // SAFETY: filed extents are live; `next` is read before e is unfiled.
+                let (next, since, muzzy) = unsafe { ((*e).next, (*e).dirty_since_ms, (*e).muzzy) };
+                let age = now.saturating_sub(since);
+                let chosen = if muzzy {
+                    muzzy_decay != u64::MAX && age >= muzzy_decay
+                } else {
+                    age >= decay
+                };
+                // A dirty extent goes muzzy first where there is a muzzy stage.
+                let lazy = !muzzy && muzzy_decay != 0;
+                if chosen && !self.choose_extent(e, lazy, batch) {
+                    return;
+                }
+                e = next;
+            }
+        }
+        self.choose_page_chunks(usize::MAX, batch, |pc| {
+            // SAFETY: pc is a live filed page chunk.
+            let old = now.saturating_sub(unsafe { (*pc).dirty_since_ms }) >= decay;
+            old && !Self::huge_backed(pc)
+        });
+    }
+
+    /// Under `dirty_max`, chooses until the arena's dirty bytes (busy runs not counted: they
+    /// are leaving) fit: whole free extents first, then free pages of chunks not on huge
+    /// pages, and only then of huge-backed ones.
+    fn choose_over_dirty_max(&mut self, limit: usize, batch: &mut PurgeBatch) {
+        let dirty = self.dirty_bytes();
+        if dirty <= limit {
+            return;
+        }
+        let mut need = dirty - limit;
+        for b in 0..NFREE_BUCKETS {
+            while need > 0 {
+                let e = self.free_dirty.get(b).copied().unwrap_or(ptr::null_mut());
+                if e.is_null() {
+                    break;
+                }
+                // SAFETY: filed extents are live.
+                let len = unsafe { (*e).nchunks } * CHUNK;
+                if !self.choose_extent(e, false, batch) {
+                    return;
+                }
+                need = need.saturating_sub(len);
+            }
+        }
+        if need > 0 {
+            need = need
+                .saturating_sub(self.choose_page_chunks(need, batch, |pc| !Self::huge_backed(pc)));
+        }
+        if need > 0 {
+            self.choose_page_chunks(need, batch, |_| true);
+        }
+    }
+
+    /// Marks free extent `e` (filed) busy and adds it to `batch`; false when the batch is full
+    /// (and `e` left as it was).
+    pub(crate) fn choose_extent(
+        &mut self,
+        e: *mut Extent,
+        lazy: bool,
+        batch: &mut PurgeBatch,
+    ) -> bool {
+        // SAFETY: e is a live filed free extent of this arena (lock held).
+        let (addr, len) = unsafe { ((*e).addr, (*e).nchunks * CHUNK) };
+        if !batch.push(PurgeRun::Extent { e, lazy }, addr, len) {
+            return false;
+        }
+        self.free_unfile(e);
+        // SAFETY: as above; now on no list.
+        unsafe { (*e).state = STATE_PURGING };
+        self.stats.purging_bytes += len as u64;
+        true
+    }
+
+    /// Chooses the free dirty pages of the page chunks `pick` selects, until `budget` bytes
+    /// are chosen or the batch is full; returns the bytes chosen.
+    fn choose_page_chunks(
         &mut self,
         budget: usize,
+        batch: &mut PurgeBatch,
         mut pick: impl FnMut(*mut PageChunk) -> bool,
     ) -> usize {
-        let mut purged = 0;
+        let mut chosen = 0;
         let mut b = 0;
         while let Some(bucket) = self.chunk_nonempty.next_set(b) {
-            if bucket > CHUNK_PAGES || purged >= budget {
+            let Some(&head) = self.chunk_buckets.get(bucket) else {
                 break;
-            }
-            let mut pc = self.chunk_buckets[bucket];
-            while !pc.is_null() && purged < budget {
-                // SAFETY: filed chunks are live; purging does not change their filing.
+            };
+            let mut pc = head;
+            while !pc.is_null() && chosen < budget && !batch.is_full() {
+                // SAFETY: filed chunks are live. Choosing only shortens pc's longest free
+                // run, so it is refiled in this bucket's list head or a bucket already
+                // passed, and `next` (read first) stays the rest of this list.
                 let (next, ndirty) = unsafe { ((*pc).next, (*pc).ndirty_free) };
                 if ndirty > 0 && pick(pc) {
-                    let huge = Self::huge_backed(pc);
-                    // SAFETY: as above; the lock is held.
-                    let bytes = unsafe { (*pc).purge_free_dirty() } * os::PAGE;
-                    if huge {
-                        // SAFETY: as above.
-                        unsafe { (*pc).split = true };
-                        self.stats.subreleased_bytes += bytes as u64;
-                    }
-                    purged += bytes;
+                    chosen += self.choose_pages(pc, batch);
                 }
                 pc = next;
             }
+            if chosen >= budget || batch.is_full() {
+                break;
+            }
             b = bucket + 1;
         }
-        purged
+        chosen
     }
 
-    /// Under `dirty_max`, purges until the arena's dirty bytes fit: whole free extents first,
-    /// then free pages of chunks not on huge pages, and only then of huge-backed ones.
-    pub(crate) fn enforce_dirty_max(&mut self, limit: usize) -> usize {
-        let dirty = self.dirty_bytes();
-        if dirty <= limit {
-            return 0;
-        }
-        let mut need = dirty - limit;
-        let mut purged = 0;
-        for b in 0..NFREE_BUCKETS {
-            while need > 0 {
-                let e = self.free_dirty[b];
-                if e.is_null() {
-                    break;
-                }
-                let n = self.purge_extent(e);
-                purged += n;
-                need = need.saturating_sub(n);
+    /// Marks the runs of free dirty pages of `pc` busy, adding each to `batch` while it has
+    /// room; returns the bytes chosen.
+    fn choose_pages(&mut self, pc: *mut PageChunk, batch: &mut PurgeBatch) -> usize {
+        let huge = Self::huge_backed(pc);
+        self.chunk_unfile(pc);
+        // SAFETY: pc is a live page chunk of this arena, now unfiled (lock held).
+        let p = unsafe { &mut *pc };
+        let mut chosen = 0;
+        let mut i = 0;
+        while i < CHUNK_PAGES {
+            if !(p.free.get(i) && p.dirty.get(i)) {
+                i += 1;
+                continue;
             }
+            let start = i;
+            while i < CHUNK_PAGES && p.free.get(i) && p.dirty.get(i) {
+                i += 1;
+            }
+            let n = i - start;
+            let run = PurgeRun::Pages {
+                pc,
+                start: start as u32,
+                n: n as u32,
+                huge,
+            };
+            if !batch.push(run, p.addr + start * os::PAGE, n * os::PAGE) {
+                break;
+            }
+            // The pages leave the free pages (as if allocated: their dirty bits stay set)
+            // and their words say why.
+            p.free.clear_range(start, n);
+            for w in p.page_map.iter_mut().skip(start).take(n) {
+                *w = PAGE_PURGING;
+            }
+            p.nfree -= n as u32;
+            p.ndirty_free -= n as u32;
+            if huge {
+                p.split = true;
+            }
+            chosen += n * os::PAGE;
         }
-        if need > 0 {
-            let n = self.purge_page_chunks(need, |pc| !Self::huge_backed(pc));
-            purged += n;
-            need = need.saturating_sub(n);
-        }
-        if need > 0 {
-            purged += self.purge_page_chunks(need, |_| true);
-        }
-        purged
+        p.longest = p.free.longest_run() as u32;
+        p.check();
+        self.stats.purging_bytes += chosen as u64;
+        self.chunk_file(pc);
+        chosen
     }
-    /// Decay, driven by allocation activity (and the background thread): at most every tenth
-    /// of the decay time, purge the dirty free extents dirty for longer than `dirty_decay_ms`,
-    /// and the free pages of page chunks dirty that long which no huge page backs. A
-    /// huge-backed chunk is purged in part (split) only when `dirty_max` demands it. `decay` is
-    /// the arena's decay time as stored (`u64::MAX`: never).
-    pub(crate) fn maybe_decay(&mut self, decay: u64) {
-        // Relaxed: see set_purge_globals.
-        let limit = DIRTY_MAX.load(Ordering::Relaxed);
-        if decay == u64::MAX && limit == 0 {
-            return;
-        }
-        let now = os::now_ms();
-        let every = if decay == u64::MAX { 100 } else { decay / 10 };
-        if now.saturating_sub(self.last_decay_ms) < every {
-            return;
-        }
-        self.last_decay_ms = now;
+
+    /// Phase 3: gives every run of `batch` back, clean (muzzy from `now_ms` if lazy), merged
+    /// with its free neighbours; empties the batch. Returns the bytes purged with
+    /// `MADV_DONTNEED` (also counted in `purged_bytes`).
+    pub(crate) fn purge_return(&mut self, batch: &mut PurgeBatch, now_ms: u64) -> usize {
         let mut purged = 0;
-        if decay != u64::MAX {
-            // Whole free chunks first: purging them splits nothing. With a muzzy stage, dirty
-            // extents get `MADV_FREE` first and `MADV_DONTNEED` once muzzy for its time.
-            // Relaxed: see set_muzzy_decay_ms.
-            let muzzy_decay = MUZZY_DECAY_MS.load(Ordering::Relaxed);
-            for b in 0..NFREE_BUCKETS {
-                let mut e = self.free_dirty[b];
-                while !e.is_null() {
-                    // SAFETY: filed extents are live; `next` is read before e is refiled.
-                    let (next, since, muzzy) =
-                        unsafe { ((*e).next, (*e).dirty_since_ms, (*e).muzzy) };
-                    let age = now.saturating_sub(since);
-                    if muzzy {
-                        if muzzy_decay != u64::MAX && age >= muzzy_decay {
-                            purged += self.purge_extent(e);
-                        }
-                    } else if age >= decay {
-                        if muzzy_decay == 0 {
-                            purged += self.purge_extent(e);
-                        } else {
-                            // It may merge with muzzy neighbours, `next` among them: walk
-                            // this list again (it now holds one more muzzy extent).
-                            self.lazy_purge_extent(e, now);
-                            e = self.free_dirty[b];
-                            continue;
+        for &(run, _, len) in batch.runs() {
+            self.stats.purging_bytes -= len as u64;
+            match run {
+                PurgeRun::Extent { e, lazy } => {
+                    // SAFETY: a busy extent is live and ours alone until it is refiled.
+                    unsafe {
+                        let er = &mut *e;
+                        debug_assert_eq!(er.state, STATE_PURGING);
+                        er.state = STATE_FREE;
+                        er.dirty = lazy;
+                        er.muzzy = lazy;
+                        if lazy {
+                            er.dirty_since_ms = now_ms;
                         }
                     }
-                    e = next;
+                    self.extent_free(e);
+                    if !lazy {
+                        purged += len;
+                    }
+                }
+                PurgeRun::Pages { pc, start, n, huge } => {
+                    let (start, n) = (start as usize, n as usize);
+                    self.chunk_unfile(pc);
+                    // SAFETY: a page chunk with busy pages is live (never all free, so never
+                    // released); the pages are ours until given back here.
+                    let p = unsafe { &mut *pc };
+                    for w in p.page_map.iter_mut().skip(start).take(n) {
+                        debug_assert_eq!(*w, PAGE_PURGING);
+                        *w = 0;
+                    }
+                    p.free.set_range(start, n);
+                    p.dirty.clear_range(start, n);
+                    p.nfree += n as u32;
+                    p.longest = p.longest.max(p.free.run_len_at(start) as u32);
+                    p.check();
+                    if p.nfree as usize == CHUNK_PAGES && self.empty_chunks >= 1 {
+                        self.page_chunk_release(pc);
+                    } else {
+                        self.chunk_file(pc);
+                    }
+                    if huge {
+                        self.stats.subreleased_bytes += len as u64;
+                    }
+                    purged += len;
                 }
             }
-            // Then the free pages of chunks dirty for the decay time, where no huge page backs
-            // them (purging those costs nothing but the page faults of reuse). Pages freed
-            // since the chunk's oldest go with them, a little early.
-            purged += self.purge_page_chunks(usize::MAX, |pc| {
-                // SAFETY: pc is a live filed page chunk.
-                let old = now.saturating_sub(unsafe { (*pc).dirty_since_ms }) >= decay;
-                old && !Self::huge_backed(pc)
-            });
         }
-        if limit != 0 {
-            purged += self.enforce_dirty_max(limit);
-        }
+        batch.len = 0;
         self.stats.purged_bytes += purged as u64;
+        purged
     }
 
-    /// Gives a dirty free extent `MADV_FREE` (muzzy from `now`); refiles it.
-    pub(crate) fn lazy_purge_extent(&mut self, e: *mut Extent, now: u64) {
-        self.free_unfile(e);
-        // SAFETY: e is a live free extent of this arena, now unfiled.
-        unsafe {
-            os::advise((*e).addr as *mut u8, (*e).nchunks * CHUNK, os::Advice::Free);
-            (*e).muzzy = true;
-            (*e).dirty_since_ms = now;
-        }
-        self.extent_free(e);
-    }
-
-    pub(crate) fn purge_extent(&mut self, e: *mut Extent) -> usize {
-        self.free_unfile(e);
-        // SAFETY: e is a live free extent of this arena, now unfiled.
-        let len = unsafe {
-            let len = (*e).nchunks * CHUNK;
-            os::advise((*e).addr as *mut u8, len, os::Advice::DontNeed);
-            (*e).dirty = false;
-            (*e).muzzy = false;
-            len
-        };
-        self.extent_free(e);
-        len
-    }
-
-    /// Returns the bins' kept empty slabs, then purges every dirty free extent
-    /// Dirty bytes this arena holds: free dirty extents and free dirty pages of page chunks.
+    /// Dirty bytes this arena holds: free dirty extents and free dirty pages of page chunks
+    /// (runs being purged are not counted: they are leaving).
     pub(crate) fn dirty_bytes(&self) -> usize {
         self.stats.dirty_extent_bytes as usize + self.dirty_page_bytes()
     }
-
-    /// Purges every dirty free extent (`MADV_DONTNEED`), making it clean; returns bytes purged
-    /// (also counted in `purged_bytes`).
-    pub(crate) fn purge_all_extents(&mut self) -> usize {
-        let mut purged = 0;
-        for b in 0..NFREE_BUCKETS {
-            loop {
-                let e = self.free_dirty[b];
-                if e.is_null() {
-                    break;
-                }
-                purged += self.purge_extent(e);
-            }
-        }
-        self.stats.purged_bytes += purged as u64;
-        purged
-    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,8 @@
 //!
 //! Lock ranks (take only in increasing rank; `fork` prepare takes them in this order):
 //! 1. `thread` registry lock (arena binding counts)
-//! 2. arena bin locks, one per small size class, in class order
+//! 2. arena bin locks, one per small size class, in class order; then (2b) the arena's purge
+//!    lock, held by its one purge pass across `madvise` (taken with no other lock held)
 //! 3. arena lock (page runs, chunks, extents, huge blocks, decay); then the hugetlb reserve's
 //!    (`hugetlb::HUGETLB`), taken under an arena lock and never with the chunk source's
 //! 4. the global chunk source (fresh reservations from the OS)

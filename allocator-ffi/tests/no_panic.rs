@@ -24,16 +24,10 @@ use std::process::Command;
 /// covers the files of the directory module `NAME/` (`ctl.rs` covers `ctl/mod.rs` and
 /// `ctl/name.rs`): see [`not_yet`].
 const NOT_YET: &[&str] = &[
-    "arena.rs",
     "tcache.rs",
     "stats.rs",
     "chunk.rs",
     "thp.rs",
-    // Split out of arena.rs and thread.rs (issue 12) with the panic sites they carried.
-    "owner.rs",
-    "extent.rs",
-    "pages.rs",
-    "purge.rs",
     "init.rs",
     // Heap profiling (issue 15): the dump writers index their buffers; to be cleaned.
     "prof.rs",
