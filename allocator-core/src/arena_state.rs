@@ -81,4 +81,15 @@ pub struct ArenaStats {
     pub collapsed_bytes: u64,
     pub advised_huge_bytes: u64,
     pub advised_nohuge_bytes: u64,
+    /// `thp:defer` (`collapse`): blocks queued, blocks refused by a full queue, and per
+    /// chunk: `MADV_COLLAPSE` calls, chunks collapsed, skipped (freed before their turn),
+    /// failed, given `MADV_HUGEPAGE` instead (no `MADV_COLLAPSE`), never fully touched.
+    pub collapse_queued: u64,
+    pub collapse_dropped: u64,
+    pub collapse_attempted: u64,
+    pub collapse_done: u64,
+    pub collapse_skipped: u64,
+    pub collapse_failed: u64,
+    pub collapse_fallback: u64,
+    pub collapse_cold: u64,
 }

@@ -289,6 +289,8 @@ options! {
         "The most dirty bytes an arena retains, whatever the decay time; 0 = no limit.";
     thp_collapse "thp_collapse": Bool = false,
         "Re-collapse a refilled, partly purged chunk with `MADV_COLLAPSE` (Linux 6.1+).";
+    thp_defer_rate "thp_defer_rate": Size { max: SIZE_LIMIT } = 256 << 20,
+        "Under `thp:defer`, the most bytes the background thread collapses a second.";
     background_thread "background_thread": Bool = false,
         "Also purge from a thread of its own, so memory freed before a quiet period goes back.";
     stats_print "stats_print": Bool = false,
@@ -745,7 +747,7 @@ impl Kind {
         }
     }
 
-    /// Writes the values accepted, compactly (`0..=1792KiB`, `always|madvise|never|default`).
+    /// Writes the values accepted, compactly (`0..=1792KiB`, `always|madvise|never|default|defer`).
     pub fn write_range(&self, out: &mut dyn FnMut(&[u8])) {
         match *self {
             Kind::Bool => out(b"true|false"),
@@ -762,8 +764,8 @@ impl Kind {
                 }
             }
             Kind::Millis => out(b"-1..=i64::MAX"),
-            Kind::Thp => out(b"always|madvise|never|default"),
-            Kind::ArenaThp => out(b"always|madvise|never|default|inherit"),
+            Kind::Thp => out(b"always|madvise|never|default|defer"),
+            Kind::ArenaThp => out(b"always|madvise|never|default|defer|inherit"),
             Kind::Check => out(b"cheap|full"),
             Kind::Hugetlb => out(b"off|2M|1G"),
             Kind::ArenaHugetlb => out(b"off|2M|1G|inherit"),

@@ -116,6 +116,9 @@ pub mod list;
 pub mod chunk;
 
 #[cfg(not(loom))]
+pub mod collapse;
+
+#[cfg(not(loom))]
 pub mod hugetlb;
 
 pub mod base;
@@ -434,6 +437,7 @@ mod api {
         /// Arenas live as long as the process.
         pub fn new(policy: Thp) -> Option<Arena> {
             crate::init::ensure_init();
+            crate::init::policy_changed(policy);
             crate::registry::arena_create(policy).map(|index| Arena { index })
         }
 
@@ -478,7 +482,8 @@ mod api {
         /// assert_eq!(a.thp(), Thp::Never);
         /// ```
         pub fn set_thp(&self, policy: Thp) {
-            crate::registry::arena(self.index).set_thp(policy)
+            crate::registry::arena(self.index).set_thp(policy);
+            crate::init::policy_changed(policy);
         }
     }
 

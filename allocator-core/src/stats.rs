@@ -210,6 +210,27 @@ figures! {
             "bytes purged from huge-backed chunks (splitting their huge page) under dirty_max";
         thp_collapsed "thp.collapsed" U64 Thp sum = s.snap.arena.collapsed_bytes,
             "bytes of split chunks collapsed into huge pages again (thp_collapse)";
+        thp_collapse_queued "thp.collapse.queued" U64 Thp sum =
+            s.snap.arena.collapse_queued,
+            "thp:defer: blocks queued for a deferred collapse";
+        thp_collapse_dropped "thp.collapse.dropped" U64 Thp sum =
+            s.snap.arena.collapse_dropped,
+            "thp:defer: blocks not queued, the queue being full (they keep small pages)";
+        thp_collapse_attempted "thp.collapse.attempted" U64 Thp sum =
+            s.snap.arena.collapse_attempted,
+            "thp:defer: chunks given MADV_COLLAPSE by the background thread";
+        thp_collapse_done "thp.collapse.done" U64 Thp sum = s.snap.arena.collapse_done,
+            "thp:defer: chunks collapsed into huge pages";
+        thp_collapse_skipped "thp.collapse.skipped" U64 Thp sum =
+            s.snap.arena.collapse_skipped,
+            "thp:defer: chunks skipped, their block freed before their turn";
+        thp_collapse_failed "thp.collapse.failed" U64 Thp sum = s.snap.arena.collapse_failed,
+            "thp:defer: chunks MADV_COLLAPSE refused (no huge page free)";
+        thp_collapse_fallback "thp.collapse.fallback" U64 Thp sum =
+            s.snap.arena.collapse_fallback,
+            "thp:defer: chunks given MADV_HUGEPAGE for khugepaged (no MADV_COLLAPSE here)";
+        thp_collapse_cold "thp.collapse.cold" U64 Thp sum = s.snap.arena.collapse_cold,
+            "thp:defer: chunks never fully touched in time, left on small pages";
         lock_waits "lock_waits" U64 Mutex sum = s.arena.inner.contended(),
             "times the arena lock was found held";
     }

@@ -8,7 +8,9 @@
 //! 1. `thread` registry lock (arena binding counts)
 //! 2. arena bin locks, one per small size class, in class order
 //! 3. arena lock (page runs, chunks, extents, huge blocks, decay); then the hugetlb reserve's
-//!    (`hugetlb::HUGETLB`), taken under an arena lock and never with the chunk source's
+//!    (`hugetlb::HUGETLB`), taken under an arena lock and never with the chunk source's; and
+//!    the deferred-collapse queue's (`collapse`), taken under an arena lock or alone, and
+//!    never with the hugetlb reserve's or a lock of rank 4 or 5
 //! 4. the global chunk source (fresh reservations from the OS)
 //! 5. the base (metadata) lock
 //!
