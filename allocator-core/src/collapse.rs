@@ -123,7 +123,7 @@ impl Queue {
 
 static QUEUE: Mutex<Queue> = Mutex::new(Queue::new());
 /// `thp_defer_rate`: bytes collapsed per second at most.
-static RATE_BYTES_PER_S: AtomicUsize = AtomicUsize::new(256 << 20);
+static RATE_BYTES_PER_S: AtomicUsize = AtomicUsize::new(512 << 20);
 /// Whether the kernel has `MADV_COLLAPSE`: 0 not probed yet, 1 yes, 2 no.
 static SUPPORT: AtomicU8 = AtomicU8::new(0);
 

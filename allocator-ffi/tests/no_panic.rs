@@ -30,7 +30,6 @@ const NOT_YET: &[&str] = &[
     "chunk.rs",
     "bin.rs",
     "slab.rs",
-    "thp.rs",
     // Split out of arena.rs and thread.rs (issue 12) with the panic sites they carried; the
     // arena-table accessor `registry::arena(i)` inlines its bounds check into every caller.
     "owner.rs",
