@@ -333,4 +333,41 @@ mod tests {
         }
         assert!(q.pop().is_none());
     }
+
+    /// `pass` on real memory: a fully touched chunk is collapsed (or refused, or advised where
+    /// the kernel lacks `MADV_COLLAPSE`) and recorded; a partly touched one waits (requeued)
+    /// until `GIVE_UP_MS`, then counts as cold; a chunk `live` rejects is neither. The only
+    /// test of this binary that uses the global queue.
+    #[test]
+    fn pass_collapses_full_chunks_waits_for_partial_ones_and_skips_dead_ones() {
+        let base = os::map_aligned(3 * CHUNK, CHUNK);
+        assert!(!base.is_null());
+        let at = |i: usize| base as usize + i * CHUNK;
+        // Chunk 1 must fault small pages even where THP is `always`.
+        assert!(os::advise(at(1) as *mut u8, CHUNK, os::Advice::NoHuge));
+        // SAFETY: the three chunks are mapped and ours.
+        unsafe {
+            core::ptr::write_bytes(base, 1, CHUNK);
+            core::ptr::write_bytes(base.add(CHUNK), 1, CHUNK / 2);
+        }
+        let mut seen = std::vec::Vec::new();
+        let t0 = 1_000_000;
+        assert!(enqueue(at(0), 2 * CHUNK, 7, t0));
+        assert!(enqueue(at(2), CHUNK, 7, t0));
+        let dead = at(2);
+        let wait = pass(t0, |_, c| c != dead, |a, c, o| seen.push((a, c, o)));
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        let (a, c, o) = seen[0];
+        assert_eq!((a, c), (7, at(0)));
+        assert!(o != Outcome::Cold, "{o:?}");
+        assert_eq!(queued(), 1, "the half-touched chunk waits");
+        assert_eq!(wait, BUSY_WAIT_MS);
+        // Still not touched: given up after GIVE_UP_MS.
+        seen.clear();
+        let wait = pass(t0 + GIVE_UP_MS, |_, _| true, |a, c, o| seen.push((a, c, o)));
+        assert_eq!(seen.as_slice(), &[(7, at(1), Outcome::Cold)]);
+        assert_eq!(queued(), 0);
+        assert_eq!(wait, 1000);
+        os::unmap(base, 3 * CHUNK);
+    }
 }
