@@ -97,6 +97,22 @@ macro_rules! arena_figures {
                 "bytes purged from huge-backed chunks (splitting their huge page) under dirty_max";
             count collapsed_bytes as thp_collapsed "thp.collapsed" U64 Thp sum,
                 "bytes of split chunks collapsed into huge pages again (thp_collapse)";
+            count collapse_queued as thp_collapse_queued "thp.collapse.queued" U64 Thp sum,
+                "thp:defer: blocks queued for a deferred collapse";
+            count collapse_dropped as thp_collapse_dropped "thp.collapse.dropped" U64 Thp sum,
+                "thp:defer: blocks not queued, the queue being full (they keep small pages)";
+            count collapse_attempted as thp_collapse_attempted "thp.collapse.attempted" U64 Thp sum,
+                "thp:defer: chunks given MADV_COLLAPSE by the background thread";
+            count collapse_done as thp_collapse_done "thp.collapse.done" U64 Thp sum,
+                "thp:defer: chunks collapsed into huge pages";
+            count collapse_skipped as thp_collapse_skipped "thp.collapse.skipped" U64 Thp sum,
+                "thp:defer: chunks skipped, their block freed before their turn";
+            count collapse_failed as thp_collapse_failed "thp.collapse.failed" U64 Thp sum,
+                "thp:defer: chunks MADV_COLLAPSE refused (no huge page free)";
+            count collapse_fallback as thp_collapse_fallback "thp.collapse.fallback" U64 Thp sum,
+                "thp:defer: chunks given MADV_HUGEPAGE for khugepaged (no MADV_COLLAPSE here)";
+            count collapse_cold as thp_collapse_cold "thp.collapse.cold" U64 Thp sum,
+                "thp:defer: chunks never fully touched in time, left on small pages";
             figure lock_waits "lock_waits" U64 Mutex sum, "times the arena lock was found held";
             count huge_active, "bytes of the chunks of live huge blocks";
             count active_pages, "pages in use by slabs and large runs";

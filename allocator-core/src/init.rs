@@ -20,7 +20,7 @@ use crate::diag;
 use crate::registry::{self, arena, narenas};
 use crate::sync::plain::{AtomicPtr, AtomicU32, AtomicUsize};
 use crate::sync::{Once, Ordering};
-use crate::thp::SystemMode;
+use crate::thp::{SystemMode, Thp};
 use crate::thread;
 use core::ptr::null_mut;
 
@@ -149,6 +149,7 @@ fn global_init() {
     crate::arena::set_decay_ms(opts.dirty_decay_ms);
     crate::arena::set_purge_globals(opts.dirty_max, opts.thp_collapse);
     crate::arena::set_muzzy_decay_ms(opts.muzzy_decay_ms);
+    crate::collapse::set_rate(opts.thp_defer_rate);
     let meta = crate::thp::advice_for(opts.metadata_thp, mode, 0, usize::MAX);
     // Relaxed: read by the base under its lock, after this init.
     BASE.advice.store(
@@ -170,20 +171,42 @@ fn global_init() {
     thread::create_exit_key();
     crate::stats::at_init(opts);
     crate::prof::init(opts); // heap profiling: settings, unwinder priming, fork and exit hooks
-    if opts.background_thread {
+                             // `thp:defer` needs the background thread for its collapses: asking for the policy starts
+                             // it, whatever `background_thread` says.
+    let defer = opts.thp == Thp::Defer || opts.arena_thp.contains(&Some(Thp::Defer));
+    if opts.background_thread || defer {
         // pthread_create allocates; on this thread that is served by arena 0 (the init is
         // running), and the new thread's own first allocation waits for the init to finish.
-        // Relaxed: a flag for stats and tests.
-        BACKGROUND.store(
-            crate::os::spawn_detached(background_main),
-            Ordering::Relaxed,
-        );
+        start_background();
     }
 }
 
-/// Whether the background purging thread runs (`background_thread:true`). A fork child has
-/// none; there, as without it, purging runs on allocation activity.
+/// Whether the background thread runs (`background_thread:true`, or a `thp:defer` arena). A
+/// fork child has none; there, as without it, purging runs on allocation activity and no
+/// deferred collapse happens until the child asks for `defer` again.
 static BACKGROUND: crate::sync::plain::AtomicBool = crate::sync::plain::AtomicBool::new(false);
+
+/// Starts the background thread unless it runs. Where `pthread_create` allocates, this must
+/// not run inside an allocation (the init, or a control call such as `arena.<i>.thp`).
+fn start_background() {
+    // Relaxed (both): the flag only keeps a second thread from starting; the thread itself
+    // synchronises through `ensure_init`.
+    if BACKGROUND
+        .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+        && !crate::os::spawn_detached(background_main)
+    {
+        BACKGROUND.store(false, Ordering::Relaxed);
+    }
+}
+
+/// A policy was set at run time (`arena.<i>.thp`, `Arena::set_thp`, a new arena): `defer`
+/// needs the background thread. Call outside any allocation.
+pub fn policy_changed(policy: Thp) {
+    if policy == Thp::Defer {
+        start_background();
+    }
+}
 
 /// Whether this process has a background purging thread.
 pub fn background_thread_running() -> bool {
@@ -192,7 +215,8 @@ pub fn background_thread_running() -> bool {
 }
 
 /// The background thread: every arena's decay pass when due, so memory freed before a quiet
-/// period goes back without waiting for the next allocation.
+/// period goes back without waiting for the next allocation; and the deferred collapses of
+/// `thp:defer` (`collapse::pass`), with no arena lock held.
 extern "C" fn background_main(_: *mut libc::c_void) -> *mut libc::c_void {
     ensure_init();
     loop {
@@ -200,7 +224,16 @@ extern "C" fn background_main(_: *mut libc::c_void) -> *mut libc::c_void {
         for i in 0..narenas() {
             wait = wait.min(arena(i).decay_tick());
         }
-        crate::os::sleep_ms(wait.clamp(10, 1000));
+        let collapse_wait = crate::collapse::pass(
+            crate::os::now_ms(),
+            |i, chunk| registry::arena_get(i as usize).is_some_and(|a| a.collapse_live(chunk)),
+            |i, chunk, outcome| {
+                if let Some(a) = registry::arena_get(i as usize) {
+                    a.collapse_record(chunk, outcome);
+                }
+            },
+        );
+        crate::os::sleep_ms(wait.min(collapse_wait).clamp(10, 1000));
     }
 }
 
@@ -224,6 +257,7 @@ extern "C" fn fork_prepare() {
     for i in 0..narenas() {
         arena(i).lock_all();
     }
+    crate::collapse::fork_lock().force_lock();
     SOURCE.fork_lock().force_lock();
     BASE.fork_lock().force_lock();
 }
@@ -233,6 +267,7 @@ extern "C" fn fork_parent() {
     unsafe {
         BASE.fork_lock().force_unlock();
         SOURCE.fork_lock().force_unlock();
+        crate::collapse::fork_lock().force_unlock();
         for i in (0..narenas()).rev() {
             arena(i).unlock_all();
         }
@@ -247,9 +282,11 @@ extern "C" fn fork_child() {
     unsafe {
         BASE.fork_lock().reset_in_child();
         SOURCE.fork_lock().reset_in_child();
+        crate::collapse::fork_lock().reset_in_child();
         for i in (0..narenas()).rev() {
             arena(i).reset_locks_in_child();
         }
         registry::fork_reset_in_child();
     }
+    crate::collapse::clear_in_child();
 }

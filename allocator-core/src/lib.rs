@@ -128,6 +128,9 @@ mod list;
 mod chunk;
 
 #[cfg(not(loom))]
+mod collapse;
+
+#[cfg(not(loom))]
 mod hugetlb;
 
 mod base;
@@ -521,6 +524,7 @@ mod api {
         /// Arenas live as long as the process.
         pub fn new(policy: Thp) -> Option<Arena> {
             crate::init::ensure_init();
+            crate::init::policy_changed(policy);
             crate::registry::arena_create(policy).map(|index| Arena { index })
         }
 
@@ -565,7 +569,8 @@ mod api {
         /// assert_eq!(a.thp(), Thp::Never);
         /// ```
         pub fn set_thp(&self, policy: Thp) {
-            crate::registry::arena(self.index).set_thp(policy)
+            crate::registry::arena(self.index).set_thp(policy);
+            crate::init::policy_changed(policy);
         }
     }
 

@@ -14,6 +14,10 @@ pub enum Thp {
     Madvise = 2,
     /// `MADV_NOHUGEPAGE` on every chunk, even where the system setting is `always`.
     Never = 3,
+    /// No advice at fault time (no synchronous compaction on the allocating thread); chunks of
+    /// blocks of at least `thp_threshold` bytes are queued and, once touched, collapsed into
+    /// huge pages by the background thread (`MADV_COLLAPSE`; see `collapse`).
+    Defer = 4,
 }
 
 impl Thp {
@@ -24,6 +28,7 @@ impl Thp {
             b"madvise" => Some(Thp::Madvise),
             b"never" => Some(Thp::Never),
             b"default" => Some(Thp::Default),
+            b"defer" => Some(Thp::Defer),
             _ => None,
         }
     }
@@ -35,6 +40,7 @@ impl Thp {
             Thp::Always => "always",
             Thp::Madvise => "madvise",
             Thp::Never => "never",
+            Thp::Defer => "defer",
         }
     }
 
@@ -44,6 +50,7 @@ impl Thp {
             1 => Thp::Always,
             2 => Thp::Madvise,
             3 => Thp::Never,
+            4 => Thp::Defer,
             _ => Thp::Default,
         }
     }
@@ -73,12 +80,14 @@ pub fn parse_system_mode(text: &[u8]) -> SystemMode {
 /// The bracketed (active) word of a sysfs choice file, e.g. `madvise` of
 /// `always [madvise] never`; empty when there is none.
 fn active_word(text: &[u8]) -> &[u8] {
-    let Some(open) = text.iter().position(|&c| c == b'[') else {
+    // `split`, not indexing: no panic path (the `no_panic` test).
+    let Some(rest) = text.splitn(2, |&c| c == b'[').nth(1) else {
         return b"";
     };
-    match text[open + 1..].iter().position(|&c| c == b']') {
-        Some(len) => &text[open + 1..open + 1 + len],
-        None => b"",
+    let mut parts = rest.splitn(2, |&c| c == b']');
+    match (parts.next(), parts.next()) {
+        (Some(word), Some(_)) => word,
+        _ => b"",
     }
 }
 
@@ -154,7 +163,24 @@ pub const fn advice_for(
             _ if block_bytes >= threshold_bytes && block_bytes > 0 => ChunkAdvice::Huge,
             _ => ChunkAdvice::None,
         },
+        // Never advice at fault time: that is what makes the kernel compact synchronously.
+        Thp::Defer => ChunkAdvice::None,
     }
+}
+
+/// Whether the chunks backing a block of `block_bytes` are queued for a deferred collapse
+/// (`MADV_COLLAPSE` off the allocating thread): under `Defer`, for the blocks `Madvise` would
+/// advise, where the system uses huge pages at all.
+pub const fn defers_collapse(
+    policy: Thp,
+    mode: SystemMode,
+    block_bytes: usize,
+    threshold_bytes: usize,
+) -> bool {
+    matches!(policy, Thp::Defer)
+        && matches!(mode, SystemMode::Always | SystemMode::Madvise)
+        && block_bytes >= threshold_bytes
+        && block_bytes > 0
 }
 
 #[cfg(test)]
@@ -178,7 +204,13 @@ mod tests {
 
     #[test]
     fn policy_names_round_trip() {
-        for p in [Thp::Default, Thp::Always, Thp::Madvise, Thp::Never] {
+        for p in [
+            Thp::Default,
+            Thp::Always,
+            Thp::Madvise,
+            Thp::Never,
+            Thp::Defer,
+        ] {
             assert_eq!(Thp::parse(p.name().as_bytes()), Some(p));
             assert_eq!(Thp::from_u8(p as u8), p);
         }
@@ -228,5 +260,32 @@ mod tests {
         );
         assert_eq!(advice_for(Thp::Always, SystemMode::Unknown, 0, m), None);
         assert_eq!(advice_for(Thp::Always, SystemMode::Never, 0, m), None);
+        assert_eq!(
+            advice_for(Thp::Defer, SystemMode::Madvise, 8 << 20, m),
+            None
+        );
+        assert_eq!(advice_for(Thp::Defer, SystemMode::Always, 0, m), None);
+    }
+
+    #[test]
+    fn defer_queues_big_blocks_only() {
+        let m = 4 << 20;
+        assert!(defers_collapse(Thp::Defer, SystemMode::Madvise, 8 << 20, m));
+        assert!(defers_collapse(Thp::Defer, SystemMode::Always, m, m));
+        assert!(!defers_collapse(Thp::Defer, SystemMode::Madvise, m - 1, m));
+        assert!(!defers_collapse(Thp::Defer, SystemMode::Madvise, 0, 0));
+        assert!(!defers_collapse(Thp::Defer, SystemMode::Never, 8 << 20, m));
+        assert!(!defers_collapse(
+            Thp::Defer,
+            SystemMode::Unknown,
+            8 << 20,
+            m
+        ));
+        for p in [Thp::Default, Thp::Always, Thp::Madvise, Thp::Never] {
+            assert!(
+                !defers_collapse(p, SystemMode::Madvise, 8 << 20, m),
+                "{p:?}"
+            );
+        }
     }
 }

@@ -273,7 +273,7 @@ fn config_a_bad_pair_in_the_environment_warns_on_stderr() {
     assert_eq!(
         stderr_lines(&out),
         ["hugealloc: HUGEALLOC_CONF: bad pair \"thp:sometimes\" \
-             (invalid value; expected always|madvise|never|default)"]
+             (invalid value; expected always|madvise|never|default|defer)"]
     );
     let result = result_line(&out);
     assert!(result.contains("narenas=2 thp=never"), "{result}");
@@ -287,7 +287,7 @@ fn config_abort_conf_aborts_after_the_warnings() {
         stderr_lines(&out),
         [
             "hugealloc: HUGEALLOC_CONF: bad pair \"thp:sometimes\" \
-             (invalid value; expected always|madvise|never|default)",
+             (invalid value; expected always|madvise|never|default|defer)",
             "hugealloc: HUGEALLOC_CONF: bad pair \"bogus:1\" \
              (unknown option; see docs/configuration.md)",
             "hugealloc: aborting: abort_conf:true and 2 bad pairs \

@@ -205,7 +205,8 @@ size_t hugealloc_nallocx(size_t size, int flags);
  *   arena.<i>.decay      (none)        action  purges arena i's free chunks dirty for longer
  *                                              than its decay time, now (4096: every arena)
  *   arena.<i>.thp        const char *  rw      arena i's THP policy: "always", "madvise",
- *                                              "never" or "default" (chunks mapped later)
+ *                                              "never", "default" or "defer" (chunks mapped
+ *                                              later; "defer" starts the background thread)
  *   arena.<i>.dirty_decay_ms ssize_t   rw      arena i's decay time; -1 never
  * heap profiling (ENOENT unless started with prof:true; see docs/profiling.md):
  *   prof.active          bool          rw      whether allocations are sampled

@@ -45,6 +45,25 @@ fn abi_every_export_and_edge_case() {
     }
 }
 
+/// `thp:defer` preloaded into a C program: a touched 64 MiB block is collapsed into huge
+/// pages by the background thread, never advised `hg` (`tests/c/defer.c`).
+#[test]
+fn defer_collapses_a_touched_block_under_ld_preload() {
+    let dir = scratch("defer");
+    let exe = compile_c("defer", Mode::Preload, &dir);
+    let mut cmd = timed(120, &exe);
+    cmd.env("LD_PRELOAD", build().so())
+        .env("HUGEALLOC_CONF", "thp:defer");
+    let out = run_ok(&mut cmd, "defer (preload)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("defer (preload): ok") || stdout.contains("skipped"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{stdout}");
+}
+
 #[test]
 fn threads_cross_thread_frees_and_thread_exit() {
     run_everywhere("threads", 300);

@@ -168,6 +168,7 @@ fn thp_reports_the_system_setting() {
             assert!(text.contains(&format!("-> {mode}")), "{text}");
             assert!(text.contains("AnonHugePages"), "{text}");
             assert!(text.contains(&format!("enabled = {mode}")) || text.contains("THP is off"));
+            assert!(text.contains("choice on this machine: thp:"), "{text}");
         }
         Err(_) => assert!(text.contains("not available"), "{text}"),
     }

@@ -27,7 +27,6 @@ const NOT_YET: &[&str] = &[
     "tcache.rs",
     "stats.rs",
     "chunk.rs",
-    "thp.rs",
     "init.rs",
     // Heap profiling (issue 15): the dump writers index their buffers; to be cleaned.
     "prof.rs",

@@ -207,6 +207,8 @@ options! {
         "The most dirty bytes an arena retains, whatever the decay time; 0 = no limit.";
     thp_collapse "thp_collapse": Bool = false,
         "Re-collapse a refilled, partly purged chunk with `MADV_COLLAPSE` (Linux 6.1+).";
+    thp_defer_rate "thp_defer_rate": Size { max: SIZE_LIMIT } = 512 << 20,
+        "Under `thp:defer`, the most bytes the background thread collapses a second.";
     background_thread "background_thread": Bool = false,
         "Also purge from a thread of its own, so memory freed before a quiet period goes back.";
     stats_print "stats_print": Bool = false,

@@ -232,7 +232,7 @@ impl Kind {
         }
     }
 
-    /// Writes the values accepted, compactly (`0..=1792KiB`, `always|madvise|never|default`).
+    /// Writes the values accepted, compactly (`0..=1792KiB`, `always|madvise|never|default|defer`).
     pub fn write_range(&self, out: &mut dyn FnMut(&[u8])) {
         match *self {
             Kind::Bool => out(b"true|false"),
@@ -249,8 +249,8 @@ impl Kind {
                 }
             }
             Kind::Millis => out(b"-1..=i64::MAX"),
-            Kind::Thp => out(b"always|madvise|never|default"),
-            Kind::ArenaThp => out(b"always|madvise|never|default|inherit"),
+            Kind::Thp => out(b"always|madvise|never|default|defer"),
+            Kind::ArenaThp => out(b"always|madvise|never|default|defer|inherit"),
             Kind::Check => out(b"cheap|full"),
             Kind::Hugetlb => out(b"off|2M|1G"),
             Kind::ArenaHugetlb => out(b"off|2M|1G|inherit"),

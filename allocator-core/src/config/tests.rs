@@ -173,12 +173,12 @@ fn ranges_read_well() {
     assert_eq!(r("tcache_max"), "0..=1792KiB");
     assert_eq!(r("thp_threshold"), "0..=isize::MAX");
     assert_eq!(r("dirty_decay_ms"), "-1..=i64::MAX");
-    assert_eq!(r("thp"), "always|madvise|never|default");
+    assert_eq!(r("thp"), "always|madvise|never|default|defer");
     assert_eq!(r("tcache"), "true|false");
     assert_eq!(r("stats_print_opts"), "at most 32 of Jgmdablxehf");
     assert_eq!(
         range_text(&OPTION_TABLE[ARENA_ROW].kind),
-        "always|madvise|never|default|inherit"
+        "always|madvise|never|default|defer|inherit"
     );
 }
 
@@ -299,6 +299,7 @@ fn thp_policies() {
         ("madvise", Thp::Madvise),
         ("never", Thp::Never),
         ("default", Thp::Default),
+        ("defer", Thp::Defer),
     ] {
         assert_eq!(good(&std::format!("thp:{text}")).thp, t);
         assert_eq!(good(&std::format!("metadata_thp:{text}")).metadata_thp, t);
@@ -570,7 +571,7 @@ fn a_bad_pair_is_reported_with_its_source() {
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "hugealloc: HUGEALLOC_CONF: bad pair \"thp:sometimes\" \
-         (invalid value; expected always|madvise|never|default)\n"
+         (invalid value; expected always|madvise|never|default|defer)\n"
     );
 }
 
@@ -679,7 +680,9 @@ fn warnings_escape_and_stay_short() {
     });
     let text = String::from_utf8(out).unwrap();
     assert!(text.len() < 512, "{}", text.len());
-    assert!(text.contains("xxx...\" (invalid value; expected always|madvise|never|default)\n"));
+    assert!(
+        text.contains("xxx...\" (invalid value; expected always|madvise|never|default|defer)\n")
+    );
     // Bytes that escape to four must not overrun either.
     let mut out = Vec::new();
     o.apply_with(&[0u8; 3000], Source::Env, &mut |l| out.extend_from_slice(l));
@@ -856,6 +859,7 @@ fn confirm_conf_prints_sources_and_options() {
         hugealloc: opt.muzzy_decay_ms: 0\n\
         hugealloc: opt.dirty_max: 0\n\
         hugealloc: opt.thp_collapse: false\n\
+        hugealloc: opt.thp_defer_rate: 512MiB\n\
         hugealloc: opt.background_thread: false\n\
         hugealloc: opt.stats_print: false\n\
         hugealloc: opt.stats_print_opts: \n\
@@ -886,7 +890,7 @@ fn write_options_of_the_defaults() {
         written(&Options::DEFAULT).join(","),
         "narenas:0,tcache:true,tcache_max:32KiB,thp:madvise,thp_threshold:4MiB,\
          metadata_thp:default,dirty_decay_ms:10000,muzzy_decay_ms:0,dirty_max:0,\
-         thp_collapse:false,background_thread:false,stats_print:false,stats_print_opts:,\
+         thp_collapse:false,thp_defer_rate:512MiB,background_thread:false,stats_print:false,stats_print_opts:,\
          abort_conf:false,confirm_conf:false,junk:false,zero:false,check:cheap,\
          hugetlb:off,hugetlb_reserve:0,\
          prof:false,prof_active:true,lg_prof_sample:19,prof_prefix:hugealloc,prof_final:false,\

@@ -219,6 +219,7 @@ fn thp_cstr(policy: Thp) -> &'static CStr {
         Thp::Always => c"always",
         Thp::Madvise => c"madvise",
         Thp::Never => c"never",
+        Thp::Defer => c"defer",
     }
 }
 
@@ -460,7 +461,9 @@ fn ctl_arena_thp(ix: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'stat
     let a = arena_of(ix[0])?;
     let old = a.thp();
     if let Some(CtlValue::Str(s)) = new {
-        a.set_thp(Thp::parse(s.to_bytes()).ok_or(CtlError::BadValue)?);
+        let policy = Thp::parse(s.to_bytes()).ok_or(CtlError::BadValue)?;
+        a.set_thp(policy);
+        crate::init::policy_changed(policy);
     }
     Ok(CtlValue::Str(thp_cstr(old)))
 }

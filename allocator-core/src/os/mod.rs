@@ -361,3 +361,58 @@ pub fn advise(addr: *mut u8, len: usize, advice: Advice) -> bool {
     set_errno(saved);
     ok
 }
+
+/// `MADV_COLLAPSE` (Linux 6.1+) on a range: collapses its 2 MiB-aligned parts into huge pages
+/// now, on the calling thread (allocating and, if need be, compacting there). Precondition: the
+/// range is mapped and page aligned. Returns the `errno` of a refusal: `EINVAL` (a kernel
+/// without it, an `nh` range, or a part with no page table yet: a range never touched),
+/// `ENOMEM`/`EAGAIN` (no huge page now). The program's `errno` is left as it was.
+pub fn collapse(addr: *mut u8, len: usize) -> Result<(), i32> {
+    const MADV_COLLAPSE: libc::c_int = 25;
+    let saved = errno();
+    // SAFETY: madvise only changes how the kernel backs a range the caller owns.
+    let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_COLLAPSE) };
+    let err = errno();
+    set_errno(saved);
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(err)
+    }
+}
+
+/// Whether this kernel knows `MADV_COLLAPSE`: collapses one 2 MiB-aligned range of a fresh
+/// mapping with one page touched (0 where the advice exists; `ENOMEM`/`EAGAIN` there too when no
+/// huge page is free; `EINVAL` where it does not, or where THP is `never`). A smaller range or
+/// an untouched one cannot tell (6.18 answers `EINVAL` to both). Maps, touches and unmaps 2 MiB
+/// once; `errno` is left as it was.
+pub fn collapse_supported() -> bool {
+    const HUGE: usize = 2 << 20;
+    let p = map_aligned(HUGE, HUGE);
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: p is a fresh writable mapping of HUGE bytes.
+    unsafe { p.write_volatile(1) };
+    let ok = !matches!(collapse(p, HUGE), Err(libc::EINVAL) | Err(libc::ENOSYS));
+    unmap(p, HUGE);
+    ok
+}
+
+/// How many pages of `[addr, addr + len)` are resident (`mincore`), for `len` of at most 2 MiB;
+/// `None` where the kernel refuses (a range not mapped). Precondition: `addr` page aligned.
+pub fn resident_pages(addr: *mut u8, len: usize) -> Option<usize> {
+    let mut vec = [0u8; 512];
+    let npages = len.div_ceil(PAGE);
+    if npages > vec.len() {
+        return None;
+    }
+    let saved = errno();
+    // SAFETY: mincore writes one byte per page of the range into `vec`, which holds `npages`.
+    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) };
+    set_errno(saved);
+    if rc != 0 {
+        return None;
+    }
+    Some(vec.iter().take(npages).filter(|&&b| b & 1 != 0).count())
+}

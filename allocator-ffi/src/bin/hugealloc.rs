@@ -634,6 +634,7 @@ fn thp() -> Result<ExitCode, String> {
             "  hpage_pmd_size is {size}, not 2 MiB: hugealloc's 2 MiB chunks do not match it."
         );
     }
+    defer_choice(&pmd_mode, active(&defrag));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -942,4 +943,87 @@ fn human(bytes: f64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[u])
     }
+}
+
+/// Whether `MADV_COLLAPSE` works here: collapses the 2 MiB-aligned range of a fresh mapping
+/// with one page touched (as hugealloc's own probe does: a smaller or untouched range gets
+/// `EINVAL` even where the advice exists). `Ok` or the `errno` of the refusal.
+fn collapse_probe() -> Result<(), i32> {
+    const MADV_COLLAPSE: libc::c_int = 25;
+    // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            2 * PMD,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
+    let start = (raw as usize + PMD - 1) & !(PMD - 1);
+    // SAFETY: [start, start + PMD) lies inside the 2*PMD mapping; it is unmapped after.
+    unsafe {
+        (start as *mut u8).write_volatile(1);
+        let rc = libc::madvise(start as *mut libc::c_void, PMD, MADV_COLLAPSE);
+        let err = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        libc::munmap(raw, 2 * PMD);
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(err)
+        }
+    }
+}
+
+/// The `thp:defer` part of the verdict: whether this machine's `defrag` makes the first touch
+/// of an advised block stall, whether `MADV_COLLAPSE` works, and the policy hugealloc would
+/// pick for a program that cares about that first touch.
+fn defer_choice(enabled: &str, defrag: &str) {
+    println!();
+    println!("thp:defer (no advice at fault; the background thread collapses touched chunks):");
+    let collapse = collapse_probe();
+    match collapse {
+        Ok(()) => println!("  MADV_COLLAPSE works here (a test range collapsed)."),
+        Err(e) if e == libc::ENOMEM || e == libc::EAGAIN => println!(
+            "  MADV_COLLAPSE exists but found no free huge page just now ({}).",
+            std::io::Error::from_raw_os_error(e)
+        ),
+        Err(e) => println!(
+            "  MADV_COLLAPSE refused ({}): a kernel before 6.1, or THP off; thp:defer would fall\n  \
+             back to MADV_HUGEPAGE on touched chunks and leave the collapse to khugepaged.",
+            std::io::Error::from_raw_os_error(e)
+        ),
+    }
+    let stalls = matches!(defrag, "always" | "madvise" | "defer+madvise");
+    let works = !matches!(collapse, Err(e) if e != libc::ENOMEM && e != libc::EAGAIN);
+    let choice = if enabled == "never" {
+        println!("  THP is off: no policy gets huge pages, deferred or not.");
+        "never"
+    } else if stalls && works {
+        println!(
+            "  defrag = {defrag}: the first touch of an advised block compacts memory on the\n  \
+             allocating thread (the stall), so a latency-sensitive program is better served by\n  \
+             thp:defer: small pages at first touch, huge pages about a second later."
+        );
+        "defer"
+    } else if stalls {
+        println!(
+            "  defrag = {defrag} stalls advised faults, but without MADV_COLLAPSE thp:defer waits\n  \
+             on khugepaged (slow: pages_to_scan per scan_sleep_millisecs); thp:madvise is the\n  \
+             better trade here unless first-touch latency matters most."
+        );
+        "madvise"
+    } else {
+        println!(
+            "  defrag = {defrag}: advised faults never compact synchronously, so thp:madvise has\n  \
+             no stall to avoid and gets huge pages at fault whenever free ones exist."
+        );
+        "madvise"
+    };
+    println!("  choice on this machine: thp:{choice} (the default stays thp:madvise; docs/thp.md");
+    println!("  says why). try: HUGEALLOC_CONF=thp:{choice} hugealloc run <program>");
 }

@@ -1,0 +1,374 @@
+//! Deferred collapse, the `thp:defer` policy's second half: the chunks of a big block are
+//! mapped without `MADV_HUGEPAGE` (so no fault of the allocating thread compacts memory
+//! synchronously) and queued here; the background thread later collapses each chunk into a
+//! huge page with `MADV_COLLAPSE`, at a bounded rate (`thp_defer_rate` bytes a second), without
+//! any arena lock held.
+//!
+//! "Touched" is what `mincore` says: a chunk is collapsed only once all of its 512 pages are
+//! resident. `MADV_COLLAPSE` fills the missing pages of a range it collapses (one page touched
+//! is enough for it to make a whole 2 MiB page), so collapsing earlier would raise the RSS of a
+//! block the program fills slowly or sparsely; collapsing only full chunks never does. A
+//! request's chunks are taken in address order (the order in which programs fill buffers); at
+//! the first chunk not yet fully resident the request goes to the back of the queue and is
+//! looked at again on a later pass, until `GIVE_UP_MS` after it was queued (its remaining
+//! chunks then count as `cold` and stay on small pages).
+//!
+//! Skipping freed chunks: before each chunk the caller's `live` check (the arena's, under its
+//! lock) says whether the chunk still belongs to a live huge block of a `defer` arena. A block
+//! freed and the same chunks handed out again by then is collapsed for the new block, which is
+//! right: the chunk is live and fully resident either way. Between that check and the collapse
+//! the block may be freed and even purged; the caller's `record` step (under the arena lock
+//! again) purges a chunk that ended up in a clean free extent, so no collapsed page is left
+//! resident behind the arena's back.
+//!
+//! Where the kernel has no `MADV_COLLAPSE` (before 6.1; probed once on the first pass), a fully
+//! touched chunk gets `MADV_HUGEPAGE` instead and khugepaged collapses it in its own time (one
+//! warning). Its pages are all resident by then, so the advice causes no fault-time compaction.
+//!
+//! The queue is a fixed ring of `QUEUE_LEN` requests in static memory under its own lock (rank
+//! 3b in `sync`: taken under an arena lock by `enqueue`, never while taking another). A request
+//! that finds it full is dropped (counted as `dropped`): its block keeps small pages, as under
+//! `never` — the program is not made to wait, and no memory is allocated for an overflow.
+//!
+//! Invariant: `len <= QUEUE_LEN`; the live requests are `items[(head + k) % QUEUE_LEN]` for
+//! `k < len`, each with `done < nchunks`.
+
+use crate::diag;
+use crate::os;
+use crate::size_class::{CHUNK, CHUNK_PAGES};
+use crate::sync::{AtomicU8, AtomicUsize, Mutex, Ordering};
+
+/// How many blocks can wait for their collapse at once.
+pub const QUEUE_LEN: usize = 1024;
+/// How long a request waits for its next chunk to be fully touched before it is given up.
+pub const GIVE_UP_MS: u64 = 10_000;
+/// The background thread's pause while requests wait (ms): the latency of a collapse after the
+/// chunk is filled, and the granularity of the rate limit.
+pub const BUSY_WAIT_MS: u64 = 20;
+
+/// One block's chunks waiting for their collapse.
+#[derive(Clone, Copy, Debug)]
+struct Request {
+    /// The block's first chunk.
+    addr: usize,
+    /// Chunks of the block to collapse (whole chunks inside its requested size).
+    nchunks: usize,
+    /// Chunks already handled (collapsed, skipped, failed).
+    done: usize,
+    /// The owning arena's index.
+    arena: u32,
+    /// When it was queued (ms).
+    queued_ms: u64,
+}
+
+const EMPTY: Request = Request {
+    addr: 0,
+    nchunks: 0,
+    done: 0,
+    arena: 0,
+    queued_ms: 0,
+};
+
+/// The ring of waiting requests and the rate limiter's credit.
+pub struct Queue {
+    items: [Request; QUEUE_LEN],
+    head: usize,
+    len: usize,
+    /// Bytes the rate limit still allows (at most one second's worth).
+    credit_bytes: usize,
+    /// When the last pass ran (ms; 0: none yet).
+    last_pass_ms: u64,
+}
+
+impl Queue {
+    const fn new() -> Queue {
+        Queue {
+            items: [EMPTY; QUEUE_LEN],
+            head: 0,
+            len: 0,
+            credit_bytes: 0,
+            last_pass_ms: 0,
+        }
+    }
+
+    /// The invariant of the module doc (debug and test builds only).
+    fn check(&self) {
+        debug_assert!(self.len <= QUEUE_LEN && self.head < QUEUE_LEN);
+    }
+
+    fn push(&mut self, r: Request) -> bool {
+        self.check();
+        if self.len == QUEUE_LEN {
+            return false;
+        }
+        if let Some(slot) = self.items.get_mut((self.head + self.len) % QUEUE_LEN) {
+            *slot = r;
+            self.len += 1;
+            return true;
+        }
+        false
+    }
+
+    fn pop(&mut self) -> Option<Request> {
+        self.check();
+        if self.len == 0 {
+            return None;
+        }
+        let r = self.items.get(self.head).copied();
+        self.head = (self.head + 1) % QUEUE_LEN;
+        self.len -= 1;
+        r
+    }
+}
+
+static QUEUE: Mutex<Queue> = Mutex::new(Queue::new());
+/// `thp_defer_rate`: bytes collapsed per second at most.
+static RATE_BYTES_PER_S: AtomicUsize = AtomicUsize::new(512 << 20);
+/// Whether the kernel has `MADV_COLLAPSE`: 0 not probed yet, 1 yes, 2 no.
+static SUPPORT: AtomicU8 = AtomicU8::new(0);
+
+/// Sets `thp_defer_rate` (bytes a second; at least one chunk a second).
+pub fn set_rate(bytes_per_s: usize) {
+    // Relaxed: a tuning value read by the background thread on its next pass.
+    RATE_BYTES_PER_S.store(bytes_per_s.max(CHUNK), Ordering::Relaxed);
+}
+
+/// Queues the whole chunks of a block of `block_bytes` at `addr` (chunk aligned) of arena
+/// `arena` for a deferred collapse. Returns false when there is nothing to queue or the queue
+/// is full (the block then keeps small pages). Called under the arena lock.
+pub fn enqueue(addr: usize, block_bytes: usize, arena: u32, now_ms: u64) -> bool {
+    let nchunks = block_bytes / CHUNK;
+    if nchunks == 0 {
+        return false;
+    }
+    QUEUE.lock().push(Request {
+        addr,
+        nchunks,
+        done: 0,
+        arena,
+        queued_ms: now_ms,
+    })
+}
+
+/// How many requests wait (tests and stats).
+#[cfg(test)]
+pub fn queued() -> usize {
+    QUEUE.lock().len
+}
+
+/// What happened to one chunk.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Outcome {
+    /// `MADV_COLLAPSE` made (or found) a huge page.
+    Done,
+    /// `MADV_COLLAPSE` refused (no huge page now, or an `nh` range).
+    Failed,
+    /// No `MADV_COLLAPSE` on this kernel: `MADV_HUGEPAGE` given instead, for khugepaged.
+    Fallback,
+    /// Not fully touched within `GIVE_UP_MS`: left on small pages.
+    Cold,
+}
+
+/// Whether `MADV_COLLAPSE` works here (probed once, with one warning where it does not).
+pub fn supported() -> bool {
+    // Relaxed: a fact about the kernel; racing probes agree.
+    match SUPPORT.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let ok = os::collapse_supported();
+            SUPPORT.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
+            if !ok {
+                diag::warn(
+                    "thp:defer: this kernel has no MADV_COLLAPSE (Linux 6.1+); touched chunks get MADV_HUGEPAGE for khugepaged instead",
+                );
+            }
+            ok
+        }
+    }
+}
+
+/// One pass of the background thread at `now_ms`: collapses the chunks the rate limit allows.
+/// `live(arena, chunk)` says (under that arena's lock) whether the chunk still belongs to a
+/// live huge block of a `defer` arena, counting a skip where it does not; `record(arena,
+/// chunk, outcome)` counts what happened (and re-purges a chunk freed and purged meanwhile).
+/// Takes no arena lock itself and holds the queue's only to push and pop. Returns how long the
+/// thread may sleep before the next pass (ms).
+pub fn pass(
+    now_ms: u64,
+    mut live: impl FnMut(u32, usize) -> bool,
+    mut record: impl FnMut(u32, usize, Outcome),
+) -> u64 {
+    let mut n = {
+        let mut q = QUEUE.lock();
+        if q.len == 0 {
+            q.last_pass_ms = 0;
+            return 1000;
+        }
+        // Relaxed: see set_rate.
+        let rate = RATE_BYTES_PER_S.load(Ordering::Relaxed);
+        let elapsed = match q.last_pass_ms {
+            0 => BUSY_WAIT_MS,
+            last => now_ms.saturating_sub(last).min(1000),
+        };
+        q.last_pass_ms = now_ms;
+        let earned = (rate as u64).saturating_mul(elapsed) / 1000;
+        q.credit_bytes = q.credit_bytes.saturating_add(earned as usize).min(rate);
+        q.len
+    };
+    let collapse_works = supported();
+    // Each request present at the start is looked at once per pass.
+    while n > 0 {
+        n -= 1;
+        let Some(mut r) = ({
+            let mut q = QUEUE.lock();
+            if q.credit_bytes < CHUNK {
+                None
+            } else {
+                q.pop()
+            }
+        }) else {
+            break;
+        };
+        let mut requeue = false;
+        while r.done < r.nchunks {
+            let chunk = r.addr + r.done * CHUNK;
+            if !live(r.arena, chunk) {
+                r.done += 1;
+                continue;
+            }
+            let resident = os::resident_pages(chunk as *mut u8, CHUNK).unwrap_or(0);
+            if resident < CHUNK_PAGES {
+                if now_ms.saturating_sub(r.queued_ms) >= GIVE_UP_MS {
+                    while r.done < r.nchunks {
+                        record(r.arena, r.addr + r.done * CHUNK, Outcome::Cold);
+                        r.done += 1;
+                    }
+                } else {
+                    requeue = true;
+                }
+                break;
+            }
+            {
+                let mut q = QUEUE.lock();
+                if q.credit_bytes < CHUNK {
+                    requeue = true;
+                    break;
+                }
+                q.credit_bytes -= CHUNK;
+            }
+            let outcome = if collapse_works {
+                match os::collapse(chunk as *mut u8, CHUNK) {
+                    Ok(()) => Outcome::Done,
+                    Err(_) => Outcome::Failed,
+                }
+            } else {
+                os::advise(chunk as *mut u8, CHUNK, os::Advice::Huge);
+                Outcome::Fallback
+            };
+            record(r.arena, chunk, outcome);
+            r.done += 1;
+        }
+        if requeue {
+            // Back to the end of the ring: requests behind it get their turn. It was popped
+            // from the same ring, so there is room unless enqueues filled it meanwhile.
+            let mut q = QUEUE.lock();
+            if !q.push(r) {
+                drop(q);
+                while r.done < r.nchunks {
+                    record(r.arena, r.addr + r.done * CHUNK, Outcome::Cold);
+                    r.done += 1;
+                }
+            }
+        }
+    }
+    if QUEUE.lock().len == 0 {
+        1000
+    } else {
+        BUSY_WAIT_MS
+    }
+}
+
+/// The queue's lock, for the fork handlers (taken after the arena locks).
+pub fn fork_lock() -> &'static Mutex<Queue> {
+    &QUEUE
+}
+
+/// Empties the queue (a fork child, after the queue's lock was reset: the child has no
+/// background thread, so its copies of the parent's requests would only fill the ring).
+pub fn clear_in_child() {
+    let mut q = QUEUE.lock();
+    q.head = 0;
+    q.len = 0;
+    q.last_pass_ms = 0;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_keeps_order_and_refuses_when_full() {
+        let mut q = Queue::new();
+        for i in 0..QUEUE_LEN {
+            assert!(q.push(Request {
+                addr: i * CHUNK,
+                nchunks: 1,
+                ..EMPTY
+            }));
+        }
+        assert!(!q.push(EMPTY), "a full ring refuses");
+        for i in 0..QUEUE_LEN / 2 {
+            assert_eq!(q.pop().map(|r| r.addr), Some(i * CHUNK));
+        }
+        // Wraps around.
+        for i in 0..QUEUE_LEN / 2 {
+            assert!(q.push(Request {
+                addr: (QUEUE_LEN + i) * CHUNK,
+                nchunks: 1,
+                ..EMPTY
+            }));
+        }
+        for i in QUEUE_LEN / 2..QUEUE_LEN + QUEUE_LEN / 2 {
+            assert_eq!(q.pop().map(|r| r.addr), Some(i * CHUNK));
+        }
+        assert!(q.pop().is_none());
+    }
+
+    /// `pass` on real memory: a fully touched chunk is collapsed (or refused, or advised where
+    /// the kernel lacks `MADV_COLLAPSE`) and recorded; a partly touched one waits (requeued)
+    /// until `GIVE_UP_MS`, then counts as cold; a chunk `live` rejects is neither. The only
+    /// test of this binary that uses the global queue.
+    #[test]
+    fn pass_collapses_full_chunks_waits_for_partial_ones_and_skips_dead_ones() {
+        let base = os::map_aligned(3 * CHUNK, CHUNK);
+        assert!(!base.is_null());
+        let at = |i: usize| base as usize + i * CHUNK;
+        // Chunk 1 must fault small pages even where THP is `always`.
+        assert!(os::advise(at(1) as *mut u8, CHUNK, os::Advice::NoHuge));
+        // SAFETY: the three chunks are mapped and ours.
+        unsafe {
+            core::ptr::write_bytes(base, 1, CHUNK);
+            core::ptr::write_bytes(base.add(CHUNK), 1, CHUNK / 2);
+        }
+        let mut seen = std::vec::Vec::new();
+        let t0 = 1_000_000;
+        assert!(enqueue(at(0), 2 * CHUNK, 7, t0));
+        assert!(enqueue(at(2), CHUNK, 7, t0));
+        let dead = at(2);
+        let wait = pass(t0, |_, c| c != dead, |a, c, o| seen.push((a, c, o)));
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        let (a, c, o) = seen[0];
+        assert_eq!((a, c), (7, at(0)));
+        assert!(o != Outcome::Cold, "{o:?}");
+        assert_eq!(queued(), 1, "the half-touched chunk waits");
+        assert_eq!(wait, BUSY_WAIT_MS);
+        // Still not touched: given up after GIVE_UP_MS.
+        seen.clear();
+        let wait = pass(t0 + GIVE_UP_MS, |_, _| true, |a, c, o| seen.push((a, c, o)));
+        assert_eq!(seen.as_slice(), &[(7, at(1), Outcome::Cold)]);
+        assert_eq!(queued(), 0);
+        assert_eq!(wait, 1000);
+        os::unmap(base, 3 * CHUNK);
+    }
+}

@@ -1,0 +1,189 @@
+//! `thp:defer`: big blocks get no advice at fault time and are collapsed into huge pages by the
+//! background thread once touched (`collapse`). These read what the kernel recorded in
+//! `/proc/self/smaps` (`VmFlags`, `AnonHugePages`) and the `thp.collapse.*` counters; they
+//! skip with a printed reason where THP is unavailable. The waits are hang bounds (30 s), not
+//! speed assertions: each polls until the state it expects appears.
+//!
+//! A binary of its own, and the tests take turns (`SERIAL`): `AnonHugePages` is counted per
+//! mapping, and another test's huge pages next to the block would blur what is measured.
+
+use hugealloc::ctl::{self, CtlValue};
+use hugealloc::testing::alloc;
+use hugealloc::{Arena, Thp};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const MIB: usize = 1 << 20;
+const BLOCK: usize = 64 * MIB;
+const CHUNKS: u64 = (BLOCK / (2 * MIB)) as u64;
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn thp_unavailable() -> Option<&'static str> {
+    match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
+        Err(_) => Some("/sys/kernel/mm/transparent_hugepage/enabled is missing"),
+        Ok(s) if s.contains("[never]") => Some("THP is disabled on this system (never)"),
+        Ok(_) => None,
+    }
+}
+
+fn counter(arena: usize, name: &str) -> u64 {
+    let key = format!("stats.arenas.{arena}.thp.collapse.{name}");
+    match ctl::read(&key) {
+        Ok(CtlValue::U64(v)) => v,
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+/// Over the mappings overlapping `[addr, addr + len)`: whether any has `hg` in its `VmFlags`,
+/// and their `AnonHugePages` in bytes.
+fn range_state(addr: usize, len: usize) -> (bool, usize) {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let (mut inside, mut hg, mut huge) = (false, false, 0);
+    for line in smaps.lines() {
+        let head = line.split_once(' ').map_or(line, |(h, _)| h);
+        if let Some((lo, hi)) = head.split_once('-') {
+            if let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = lo < addr + len && addr < hi;
+                continue;
+            }
+        }
+        if !inside {
+            continue;
+        }
+        if let Some(v) = line.strip_prefix("AnonHugePages:") {
+            huge += v
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<usize>()
+                .unwrap()
+                * 1024;
+        }
+        if let Some(flags) = line.strip_prefix("VmFlags:") {
+            hg |= flags.split_whitespace().any(|f| f == "hg");
+        }
+    }
+    (hg, huge)
+}
+
+fn touch_page_by_page(p: *mut u8, len: usize) {
+    for off in (0..len).step_by(4096) {
+        // SAFETY: off < len, inside the live block.
+        unsafe { p.add(off).write_volatile(1) };
+    }
+}
+
+#[test]
+fn touched_block_is_collapsed_without_ever_being_advised() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = thp_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let arena = Arena::new(Thp::Defer).expect("an arena").index();
+    let p = alloc::alloc_in(Some(arena), BLOCK, 1, false, false);
+    assert!(!p.is_null());
+    assert_eq!(counter(arena, "queued"), 1, "the block was not queued");
+    let addr = p as usize;
+    assert!(!range_state(addr, BLOCK).0, "hg right after malloc");
+    touch_page_by_page(p, BLOCK);
+    let start = Instant::now();
+    loop {
+        let (hg, huge) = range_state(addr, BLOCK);
+        assert!(!hg, "the block's mapping got hg (MADV_HUGEPAGE)");
+        if huge >= BLOCK && counter(arena, "done") >= CHUNKS {
+            eprintln!(
+                "64 MiB huge-backed {:?} after the touch; counters: attempted {} done {} failed {}",
+                start.elapsed(),
+                counter(arena, "attempted"),
+                counter(arena, "done"),
+                counter(arena, "failed"),
+            );
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "not collapsed within {DEADLINE:?}: AnonHugePages {} MiB, done {}, failed {}, \
+             cold {}, fallback {}",
+            huge / MIB,
+            counter(arena, "done"),
+            counter(arena, "failed"),
+            counter(arena, "cold"),
+            counter(arena, "fallback"),
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The contents survived the collapse.
+    // SAFETY: p is live, BLOCK bytes.
+    assert!((0..BLOCK).step_by(4096).all(|o| unsafe { *p.add(o) } == 1));
+    // SAFETY: p is live.
+    unsafe { alloc::free(p) };
+}
+
+#[test]
+fn block_freed_before_its_collapse_is_skipped() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = thp_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let arena = Arena::new(Thp::Defer).expect("an arena").index();
+    // Never touched, so no pass can collapse it before the free (a chunk is collapsed only
+    // once all its pages are resident; fresh chunks of a new arena are not).
+    let p = alloc::alloc_in(Some(arena), BLOCK, 1, false, false);
+    assert!(!p.is_null());
+    assert_eq!(counter(arena, "queued"), 1);
+    // SAFETY: p is live.
+    unsafe { alloc::free(p) };
+    let start = Instant::now();
+    while counter(arena, "skipped") < CHUNKS {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "freed chunks not skipped within {DEADLINE:?}: skipped {}",
+            counter(arena, "skipped")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        counter(arena, "attempted"),
+        0,
+        "a freed block was collapsed"
+    );
+    assert_eq!(counter(arena, "done"), 0);
+}
+
+#[test]
+fn other_policies_queue_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = thp_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    for policy in [Thp::Always, Thp::Madvise, Thp::Never, Thp::Default] {
+        let arena = Arena::new(policy).expect("an arena").index();
+        let p = alloc::alloc_in(Some(arena), BLOCK, 1, false, false);
+        assert!(!p.is_null());
+        touch_page_by_page(p, 4 * MIB);
+        assert_eq!(counter(arena, "queued"), 0, "{policy:?} queued a collapse");
+        // SAFETY: p is live.
+        unsafe { alloc::free(p) };
+    }
+    // And `defer` does, below the threshold not.
+    let arena = Arena::new(Thp::Defer).expect("an arena").index();
+    let small = alloc::alloc_in(Some(arena), 3 * MIB, 1, false, false);
+    assert_eq!(
+        counter(arena, "queued"),
+        0,
+        "3 MiB (below thp_threshold) queued"
+    );
+    let big = alloc::alloc_in(Some(arena), BLOCK, 1, false, false);
+    assert_eq!(counter(arena, "queued"), 1);
+    // SAFETY: both are live.
+    unsafe {
+        alloc::free(small);
+        alloc::free(big);
+    }
+}
