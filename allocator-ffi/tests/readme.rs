@@ -84,3 +84,57 @@ fn readme_c_example_builds_and_runs_under_hugealloc() {
     );
     assert!(printed_stats(&out.stderr), "{}", tail(&out.stderr));
 }
+
+/// The README's Rust path, as a new user takes it: a new cargo project next to a folder
+/// `hugealloc` (this repository) whose `Cargo.toml` has the README's ```toml block as written,
+/// and each ```rust example as its `main.rs`, built and run. The first example prints what
+/// `hugealloc::stats()` saw (at least its 8 MB vector allocated).
+#[test]
+fn readme_rust_examples_build_in_a_new_project_from_its_dependency_line() {
+    let readme = std::fs::read_to_string(manifest_dir().join("../README.md")).unwrap();
+    let toml = blocks(&readme, "toml");
+    assert_eq!(toml.len(), 1, "the README has one Cargo block");
+    assert!(toml[0].contains("[dependencies]"), "{}", toml[0]);
+    let examples = blocks(&readme, "rust");
+    assert!(examples.len() >= 2, "the global allocator and with_conf");
+
+    let dir = scratch("readme-rust");
+    let repo = manifest_dir().join("..").canonicalize().unwrap();
+    std::os::unix::fs::symlink(&repo, dir.join("hugealloc")).unwrap();
+    let app = dir.join("app");
+    std::fs::create_dir_all(app.join("src")).unwrap();
+    std::fs::write(
+        app.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"readme-app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [workspace]\n\n{}",
+            toml[0]
+        ),
+    )
+    .unwrap();
+    // The workspace's lock file pins the versions this build has (and works offline).
+    std::fs::copy(repo.join("Cargo.lock"), app.join("Cargo.lock")).unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    for (i, example) in examples.iter().enumerate() {
+        std::fs::write(app.join("src/main.rs"), example).unwrap();
+        let out = run_ok(
+            timed(600, &cargo)
+                .args(["run", "--offline", "--quiet"])
+                .current_dir(&app)
+                .env("CARGO_TARGET_DIR", dir.join("target"))
+                .env_remove("LD_PRELOAD")
+                .env_remove("HUGEALLOC_CONF")
+                .env_remove("RUSTFLAGS"),
+            &format!("README Rust example {}", i + 1),
+        );
+        if i == 0 {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let allocated: usize = stdout
+                .strip_prefix("allocated ")
+                .and_then(|r| r.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("unexpected output: {stdout}"));
+            assert!(allocated >= 8_000_000, "{stdout}");
+        }
+    }
+}
