@@ -2,6 +2,7 @@
 //! the prepare handler waits for the init, so the child finds it done. Alone in its binary
 //! (the init runs once per process).
 
+mod common;
 mod forking;
 
 #[test]

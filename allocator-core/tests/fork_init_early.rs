@@ -2,6 +2,7 @@
 //! exist: the child finds the init abandoned by a thread it does not have, and runs it itself.
 //! Alone in its binary (the init runs once per process).
 
+mod common;
 mod forking;
 
 #[test]

@@ -7,10 +7,12 @@
 #[global_allocator]
 static GLOBAL: hugealloc::HugeAlloc = hugealloc::HugeAlloc;
 
+mod common;
+
 use hugealloc::{ctl, CtlValue};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Bytes of runs being purged, summed over every arena.
 fn purging_bytes() -> u64 {
@@ -119,21 +121,7 @@ fn fork_during_a_purge_leaves_the_child_no_busy_run() {
             // SAFETY: ends the child without running the parent's exit handlers.
             unsafe { libc::_exit(code) };
         }
-        let start = Instant::now();
-        let mut status = 0;
-        loop {
-            // SAFETY: pid is our child.
-            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if r == pid {
-                break;
-            }
-            if start.elapsed() > Duration::from_secs(HANG_S) {
-                // SAFETY: pid is our child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                panic!("child {round} hung");
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let status = common::wait_child(pid, HANG_S, &format!("child {round}"));
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "child {round} found runs left busy (status {status:#x})"

@@ -85,3 +85,26 @@ pub fn allocations_in(f: impl FnOnce()) -> usize {
     f();
     ALLOCATIONS.with(Cell::get) - before
 }
+
+/// Waits for child `pid` and returns its wait status; a child still running after `hang_s`
+/// seconds is killed and reaped, and the test fails with `what` (a hang is what this bounds,
+/// not a speed: the children of these tests finish in milliseconds).
+pub fn wait_child(pid: libc::pid_t, hang_s: u64, what: &str) -> i32 {
+    let start = std::time::Instant::now();
+    let mut status = 0;
+    loop {
+        // SAFETY: pid is the caller's child; status is a valid out slot.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            return status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(hang_s) {
+            // SAFETY: killing and reaping the caller's own child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            panic!("{what} hung (killed after {hang_s} s)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}

@@ -6,7 +6,7 @@
 
 use hugealloc::testing::init::{self, InitStep};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const HANG_S: u64 = 30;
 
@@ -49,24 +49,11 @@ pub fn fork_during_init(step: InitStep) {
         unsafe { libc::_exit(code) };
     }
     initialiser.join().unwrap();
-    let start = Instant::now();
-    let mut status = 0;
-    loop {
-        // SAFETY: pid is our child; status is a valid out slot.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            break;
-        }
-        if start.elapsed() > Duration::from_secs(HANG_S) {
-            // SAFETY: killing and reaping our own child.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
-            panic!("the fork child hung in the global init ({step:?})");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let status = super::common::wait_child(
+        pid,
+        HANG_S,
+        &format!("the fork child in the global init ({step:?})"),
+    );
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "child status {status:#x}"
