@@ -78,8 +78,9 @@ struct Options {
     out: PathBuf,
     warmup: bool,
     build: bool,
-    /// `--extra NAME=LIB,...`: more configurations preloading a given library (for example
-    /// an older `libhugealloc.so`, to measure a change before and after in one run).
+    /// `--extra NAME=LIB[@VAR=VALUE]...,...`: more configurations preloading a given library
+    /// (for example an older `libhugealloc.so`, to measure a change before and after in one
+    /// run), with environment variables of their own.
     extra: Vec<Config>,
 }
 
@@ -113,9 +114,9 @@ fn options(args: &Args) -> Result<Options, String> {
         ),
         warmup: !args.has("no-warmup"),
         build: !args.has("no-build"),
-        extra: match list("extra") {
+        extra: match args.value("extra") {
             None => Vec::new(),
-            Some(items) => items
+            Some(v) => extra_items(v)
                 .iter()
                 .map(|item| extra_config(item))
                 .collect::<Result<_, _>>()?,
@@ -127,12 +128,42 @@ fn options(args: &Args) -> Result<Options, String> {
     Ok(o)
 }
 
-/// One `--extra` item, `NAME=LIB`: a configuration preloading `LIB` with no environment.
+/// `--extra`'s items: split at commas, except that a piece without `=` continues the item
+/// before it (a configuration string such as `check:full,junk:true` in `@VAR=VALUE`).
+fn extra_items(v: &str) -> Vec<String> {
+    let mut items: Vec<String> = Vec::new();
+    for piece in v.split(',').filter(|s| !s.is_empty()) {
+        match items.last_mut() {
+            Some(last) if !piece.contains('=') => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => items.push(piece.to_string()),
+        }
+    }
+    items
+}
+
+/// One `--extra` item, `NAME=LIB[@VAR=VALUE]...`: a configuration preloading `LIB` with
+/// those environment variables set (for example `chk=LIB@HUGEALLOC_CONF=check:full`).
 fn extra_config(item: &str) -> Result<Config, String> {
-    let Some((name, lib)) = item.split_once('=') else {
-        return Err(format!("--extra {item}: expected NAME=LIB"));
+    let Some((name, rest)) = item.split_once('=') else {
+        return Err(format!("--extra {item}: expected NAME=LIB[@VAR=VALUE]..."));
     };
-    let lib = PathBuf::from(lib);
+    let mut parts = rest.split('@');
+    let lib = PathBuf::from(parts.next().unwrap_or(""));
+    let mut env = Vec::new();
+    for assignment in parts {
+        match assignment.split_once('=') {
+            Some((var, value)) if !var.is_empty() => {
+                // Like the name below: these live for the whole run.
+                let var: &'static str = Box::leak(var.to_string().into_boxed_str());
+                let value: &'static str = Box::leak(value.to_string().into_boxed_str());
+                env.push((var, value));
+            }
+            _ => return Err(format!("--extra {item}: expected VAR=VALUE after @")),
+        }
+    }
     if name.is_empty() || !lib.is_file() {
         return Err(format!(
             "--extra {item}: no name, or {} is not a file",
@@ -144,7 +175,7 @@ fn extra_config(item: &str) -> Result<Config, String> {
     Ok(Config {
         name,
         preload: Some(lib),
-        env: vec![],
+        env,
     })
 }
 
@@ -618,6 +649,19 @@ mod tests {
         assert!(extra_config("no-equals-sign").is_err());
         assert!(extra_config(&format!("={}", lib.display())).is_err());
         assert!(extra_config("x=/no/such/lib.so").is_err());
+        let item = format!(
+            "chk={}@HUGEALLOC_CONF=check:full,junk:true@X=1",
+            lib.display()
+        );
+        let c = extra_config(&item).unwrap();
+        assert_eq!(c.preload.as_deref(), Some(lib.as_path()));
+        assert_eq!(
+            c.env,
+            vec![("HUGEALLOC_CONF", "check:full,junk:true"), ("X", "1")]
+        );
+        assert!(extra_config(&format!("bad={}@NOVALUE", lib.display())).is_err());
+        let items = extra_items(&format!("a={0},b={0}@HUGEALLOC_CONF=x:1,y:2,c={0}", "L"));
+        assert_eq!(items, ["a=L", "b=L@HUGEALLOC_CONF=x:1,y:2", "c=L"]);
     }
 
     #[test]
