@@ -129,7 +129,14 @@ impl PageChunk {
     pub fn give_pages(&mut self, start: usize, n: usize) {
         debug_assert!(!self.free.get(start));
         self.free.set_range(start, n);
-        for w in &mut self.page_map[start..start + n] {
+        let Some(words) = self.page_map.get_mut(start..start.wrapping_add(n)) else {
+            crate::diag::fatal_index(
+                "a page run past its chunk (corrupt metadata)",
+                start.wrapping_add(n),
+                CHUNK_PAGES,
+            )
+        };
+        for w in words {
             *w = 0;
         }
         self.nfree += n as u32;

@@ -240,8 +240,10 @@ extern "C" fn background_main(_: *mut libc::c_void) -> *mut libc::c_void {
 /// Reads `/sys/kernel/mm/transparent_hugepage/enabled` (missing: unknown).
 pub fn read_system_mode() -> SystemMode {
     let mut buf = [0u8; 128];
-    match crate::os::read_file(b"/sys/kernel/mm/transparent_hugepage/enabled\0", &mut buf) {
-        Some(n) => crate::thp::parse_system_mode(&buf[..n]),
+    let n = crate::os::read_file(b"/sys/kernel/mm/transparent_hugepage/enabled\0", &mut buf);
+    // `get`: `read_file` returns at most the buffer's length, but no bounds check may panic.
+    match n.and_then(|n| buf.get(..n)) {
+        Some(text) => crate::thp::parse_system_mode(text),
         None => SystemMode::Unknown,
     }
 }

@@ -25,9 +25,6 @@ use std::process::Command;
 /// `ctl/name.rs`): see [`not_yet`].
 const NOT_YET: &[&str] = &[
     "tcache.rs",
-    "stats.rs",
-    "chunk.rs",
-    "init.rs",
     // Heap profiling (issue 15): the dump writers index their buffers; to be cleaned.
     "prof.rs",
 ];

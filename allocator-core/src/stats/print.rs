@@ -8,7 +8,6 @@
 use super::{arena_report, ArenaFigures, ArenaReport, BinFigures, Section, Stats, ARENAS_ALL};
 use crate::arena::Arena;
 use crate::config::{self, Options, Value};
-use crate::size_class::NSMALL;
 use crate::sync::Ordering;
 
 /// What [`print`] prints, from `stats_print_opts` letters (jemalloc's `malloc_stats_print`
@@ -513,18 +512,23 @@ pub fn print_summary(out: &mut dyn FnMut(&[u8])) {
         out.s("\n");
     }
     // The bins holding the most bytes now, by repeated selection (no allocation, 5 passes).
-    let held = |j: usize| merged.bins[j].curregs * merged.bins[j].size;
+    // Each bin is carried with its index, so nothing is looked up by index (no bounds check).
+    let held = |b: &BinFigures| b.curregs * b.size;
     let mut shown = [usize::MAX; SUMMARY_BINS];
     for k in 0..SUMMARY_BINS {
-        let best = (0..NSMALL)
-            .filter(|j| !shown.contains(j) && merged.bins[*j].nmalloc > 0)
-            .max_by_key(|&j| (held(j), merged.bins[j].nmalloc));
-        let Some(j) = best else { break };
-        shown[k] = j;
+        let best = merged
+            .bins
+            .iter()
+            .enumerate()
+            .filter(|(j, b)| !shown.contains(j) && b.nmalloc > 0)
+            .max_by_key(|(_, b)| (held(b), b.nmalloc));
+        let Some((j, b)) = best else { break };
+        if let Some(slot) = shown.get_mut(k) {
+            *slot = j;
+        }
         if k == 0 {
             out.s("hugealloc: top bins:     size    blocks out     bytes out     slabs       nmalloc\n");
         }
-        let b = &merged.bins[j];
         out.s("hugealloc: bins.");
         out.dec(j as u64);
         for _ in if j < 10 { 1 } else { 2 }..3 {
@@ -532,7 +536,7 @@ pub fn print_summary(out: &mut dyn FnMut(&[u8])) {
         }
         out.dec_padded(b.size, 10);
         out.dec_padded(b.curregs, 14);
-        out.dec_padded(held(j), 14);
+        out.dec_padded(held(b), 14);
         out.dec_padded(b.curslabs, 10);
         out.dec_padded(b.nmalloc, 14);
         out.s("\n");
