@@ -20,8 +20,13 @@ pub fn dump_to_path(path: &[u8]) -> bool {
     if path.is_empty() || path.len() >= z.len() || path.contains(&0) {
         return false;
     }
-    z[..path.len()].copy_from_slice(path);
-    let Some(fd) = os::open_write(&z[..path.len() + 1]) else {
+    // The NUL after the path is one of the zeros left.
+    let Some(fd) = z
+        .get_mut(..path.len())
+        .map(|room| room.copy_from_slice(path))
+        .and_then(|()| z.get(..path.len() + 1))
+        .and_then(os::open_write)
+    else {
         return false;
     };
     if path.ends_with(b".pb") {
@@ -38,10 +43,13 @@ pub fn dump_to_path(path: &[u8]) -> bool {
 pub fn dump_auto_into(kind: u8, path: &mut [u8; PREFIX_MAX + 65]) -> Option<usize> {
     let mut n = 0;
     let prefix = crate::config::options().prof_prefix();
+    // Each piece is cut to the room left (one byte stays free, as `dump_to_path` asks).
     let mut push = |b: &[u8], n: &mut usize| {
-        let m = b.len().min(path.len() - 1 - *n);
-        path[*n..*n + m].copy_from_slice(&b[..m]);
-        *n += m;
+        let room = path.get_mut(*n..PREFIX_MAX + 64).unwrap_or(&mut []);
+        for (slot, &c) in room.iter_mut().zip(b) {
+            *slot = c;
+            *n += 1;
+        }
     };
     push(prefix, &mut n);
     let mut tmp = [0u8; 20];
@@ -53,7 +61,7 @@ pub fn dump_auto_into(kind: u8, path: &mut [u8; PREFIX_MAX + 65]) -> Option<usiz
     push(crate::diag::dec_digits(seq, &mut tmp), &mut n);
     push(&[b'.', kind], &mut n);
     push(b".heap", &mut n);
-    dump_to_path(&path[..n]).then_some(n)
+    dump_to_path(path.get(..n)?).then_some(n)
 }
 
 pub(super) fn dump_auto(kind: u8) {
@@ -97,20 +105,24 @@ pub(super) fn leak_report() {
             if s.live_bytes == 0 {
                 return;
             }
-            let k = top.iter().position(|e| s.live_bytes > e.0);
-            if let Some(k) = k {
-                top.copy_within(k..2, k + 1);
-                let mut f = [0usize; 8];
-                let n = s.nframes.min(8);
-                f[..n].copy_from_slice(&s.frames[..n]);
-                top[k] = (s.live_bytes, f, n);
+            let mut f = [0usize; 8];
+            for (slot, &ip) in f.iter_mut().zip(s.frames()) {
+                *slot = ip;
+            }
+            // Insertion into the list kept largest first: the entry carried along is swapped
+            // with each smaller one, the smallest falls off the end.
+            let mut carried = (s.live_bytes, f, s.frames().len().min(8));
+            for e in top.iter_mut() {
+                if carried.0 > e.0 {
+                    core::mem::swap(e, &mut carried);
+                }
             }
         });
     }
     for (bytes, frames, n) in top.iter().filter(|e| e.0 > 0) {
         let mut m = crate::diag::Msg::new();
         m.str("leaked ").dec(*bytes).str(" sampled bytes at");
-        for &ip in &frames[..*n] {
+        for &ip in frames.get(..*n).unwrap_or(frames) {
             m.str(" ").hex(ip as u64);
         }
         m.str("\n");
@@ -120,7 +132,7 @@ pub(super) fn leak_report() {
     if let Some(n) = dump_auto_into(b'f', &mut path) {
         let mut m = crate::diag::Msg::new();
         m.str("leak detail: hugealloc profile ")
-            .bytes(&path[..n])
+            .bytes(path.get(..n).unwrap_or(&path))
             .str("\n");
         m.emit();
     }

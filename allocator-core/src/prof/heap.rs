@@ -4,13 +4,12 @@ use super::lg_sample;
 use super::table::TABLE;
 use crate::os;
 
-// ---- dumps ---------------------------------------------------------------------------------
-
 /// A buffered writer to a descriptor: no allocation, errors ignored.
 pub(super) struct Out {
-    pub(super) fd: i32,
-    pub(super) len: usize,
-    pub(super) buf: [u8; 4096],
+    fd: i32,
+    /// Bytes of `buf` in use: at most its length.
+    len: usize,
+    buf: [u8; 4096],
 }
 
 impl Out {
@@ -25,40 +24,34 @@ impl Out {
         if self.len + b.len() > self.buf.len() {
             self.flush();
         }
-        if b.len() > self.buf.len() {
-            os::write_fd(self.fd, b);
-        } else {
-            self.buf[self.len..self.len + b.len()].copy_from_slice(b);
-            self.len += b.len();
+        match self.buf.get_mut(self.len..self.len + b.len()) {
+            Some(room) => {
+                room.copy_from_slice(b);
+                self.len += b.len();
+            }
+            // Longer than the buffer: written directly.
+            None => os::write_fd(self.fd, b),
         }
         self
     }
     pub(super) fn dec(&mut self, v: u64) -> &mut Out {
         let mut tmp = [0u8; 20];
-        let digits = crate::diag::dec_digits(v, &mut tmp);
-        let mut copy = [0u8; 20];
-        copy[..digits.len()].copy_from_slice(digits);
-        let n = digits.len();
-        self.bytes(&copy[..n])
+        self.bytes(crate::diag::dec_digits(v, &mut tmp))
     }
     pub(super) fn hex(&mut self, v: u64) -> &mut Out {
-        let mut tmp = [0u8; 18];
-        tmp[0] = b'0';
-        tmp[1] = b'x';
-        let mut n = 2;
+        let mut tmp = *b"0x0000000000000000";
         let digits = if v == 0 {
             1
         } else {
             16 - v.leading_zeros() as usize / 4
         };
-        for k in (0..digits).rev() {
-            tmp[n] = b"0123456789abcdef"[(v >> (k * 4)) as usize & 15];
-            n += 1;
+        for (slot, k) in tmp[2..].iter_mut().zip((0..digits).rev()) {
+            *slot = b"0123456789abcdef"[(v >> (k * 4)) as usize & 15];
         }
-        self.bytes(&tmp[..n])
+        self.bytes(tmp.get(..2 + digits).unwrap_or(&tmp))
     }
     pub(super) fn flush(&mut self) {
-        os::write_fd(self.fd, &self.buf[..self.len]);
+        os::write_fd(self.fd, self.buf.get(..self.len).unwrap_or(&self.buf));
         self.len = 0;
     }
 }
@@ -69,13 +62,7 @@ pub fn dump_heap(fd: i32) {
     let mut out = Out::new(fd);
     {
         let g = TABLE.lock();
-        let mut t = [0u64; 4];
-        g.for_each_stack(|s| {
-            t[0] += s.live_objects;
-            t[1] += s.live_bytes;
-            t[2] += s.alloc_objects;
-            t[3] += s.alloc_bytes;
-        });
+        let t = g.totals();
         out.bytes(b"heap_v2/").dec(1u64 << lg.min(62)).bytes(b"\n");
         counts_line(&mut out, &t);
         g.for_each_stack(|s| {
@@ -83,7 +70,7 @@ pub fn dump_heap(fd: i32) {
                 return;
             }
             out.bytes(b"@");
-            for &ip in &s.frames[..s.nframes] {
+            for &ip in s.frames() {
                 out.bytes(b" ").hex(ip as u64);
             }
             out.bytes(b"\n");

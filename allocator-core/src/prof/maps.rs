@@ -15,19 +15,20 @@ pub(super) fn find_self_range() {
     let mut path_len = 0;
     os::for_each_line(b"/proc/self/maps\0", |line| {
         if let Some((lo, hi, p)) = parse_maps_line(line) {
-            if (lo..hi).contains(&here) && p.len() <= path.len() {
-                path[..p.len()].copy_from_slice(p);
+            if let Some(room) = path.get_mut(..p.len()).filter(|_| (lo..hi).contains(&here)) {
+                room.copy_from_slice(p);
                 path_len = p.len();
             }
         }
     });
-    if path_len == 0 || path[..path_len] == exe[..exe_len] {
+    let path = path.get(..path_len).unwrap_or(&[]);
+    if path.is_empty() || exe.get(..exe_len) == Some(path) {
         return;
     }
     let (mut start, mut end) = (usize::MAX, 0);
     os::for_each_line(b"/proc/self/maps\0", |line| {
         if let Some((lo, hi, p)) = parse_maps_line(line) {
-            if p == &path[..path_len] {
+            if p == path {
                 start = start.min(lo);
                 end = end.max(hi);
             }
@@ -42,12 +43,12 @@ pub(super) fn find_self_range() {
 pub(super) fn parse_maps_line(line: &[u8]) -> Option<(usize, usize, &[u8])> {
     let dash = line.iter().position(|&c| c == b'-')?;
     let space = line.iter().position(|&c| c == b' ')?;
-    let lo = parse_hex(&line[..dash])?;
+    let lo = parse_hex(line.get(..dash)?)?;
     let hi = parse_hex(line.get(dash + 1..space)?)?;
     // The path starts at the first '/' or '[' after the five fixed fields.
     let path = match line.iter().position(|&c| c == b'/' || c == b'[') {
-        Some(i) => &line[i..],
-        None => &[][..],
+        Some(i) => line.get(i..).unwrap_or(&[]),
+        None => &[],
     };
     Some((lo, hi, path))
 }

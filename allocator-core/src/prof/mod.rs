@@ -198,7 +198,8 @@ fn candidate(addr: usize) -> bool {
         TAG_PAGES => {
             let pc = (entry & !TAG_MASK) as *const PageChunk;
             // SAFETY: a TAG_PAGES entry points at its chunk's live page map.
-            let word = unsafe { (*pc).page_map[(*pc).page_of(addr)] };
+            // A page past the map (impossible for an address the entry covers) reads as free.
+            let word = unsafe { (*pc).page_map.get((*pc).page_of(addr)).copied() }.unwrap_or(0);
             word & PAGE_KIND == PAGE_LARGE && addr & (os::PAGE - 1) != 0
         }
         TAG_EXTENT => true,
@@ -219,15 +220,7 @@ pub fn reset(lg: Option<usize>) {
 /// Totals over every stack: (live objects, live bytes, allocated objects, allocated bytes),
 /// as sampled (not scaled).
 pub fn totals() -> [u64; 4] {
-    let g = TABLE.lock();
-    let mut t = [0u64; 4];
-    g.for_each_stack(|s| {
-        t[0] += s.live_objects;
-        t[1] += s.live_bytes;
-        t[2] += s.alloc_objects;
-        t[3] += s.alloc_bytes;
-    });
-    t
+    TABLE.lock().totals()
 }
 
 // ---- fork ----------------------------------------------------------------------------------

@@ -7,37 +7,69 @@ use super::table::TABLE;
 use super::{lg_sample, FRAMES_MAX};
 use crate::os;
 
-// ---- pprof -------------------------------------------------------------------------------
+/// A protobuf message built on the stack in `N` bytes, which its caller sizes for the most
+/// the message can hold (an overrun is a bug and aborts).
+struct Pb<const N: usize> {
+    buf: [u8; N],
+    /// Bytes of `buf` in use: at most `N`.
+    len: usize,
+}
 
-/// Appends `v` as a protobuf varint to `buf` at `*n` (the buffer is large enough: callers
-/// size it for the most a message can hold).
-pub(super) fn varint(buf: &mut [u8], n: &mut usize, mut v: u64) {
-    while v >= 0x80 {
-        buf[*n] = v as u8 | 0x80;
-        v >>= 7;
-        *n += 1;
+impl<const N: usize> Pb<N> {
+    fn new() -> Self {
+        Pb {
+            buf: [0; N],
+            len: 0,
+        }
     }
-    buf[*n] = v as u8;
-    *n += 1;
+
+    fn byte(&mut self, b: u8) {
+        match self.buf.get_mut(self.len) {
+            Some(slot) => *slot = b,
+            None => crate::diag::fatal_index("pprof: a message past its buffer", self.len, N),
+        }
+        self.len += 1;
+    }
+
+    /// Appends `v` as a varint.
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+
+    /// A varint field (wire type 0).
+    fn field_varint(&mut self, field: u32, v: u64) {
+        self.varint((field as u64) << 3);
+        self.varint(v);
+    }
+
+    /// A length-delimited field (wire type 2) holding `body`.
+    fn field_bytes(&mut self, field: u32, body: &[u8]) {
+        self.varint((field as u64) << 3 | 2);
+        self.varint(body.len() as u64);
+        for &b in body {
+            self.byte(b);
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or(&self.buf)
+    }
 }
 
-/// A varint field (wire type 0).
-pub(super) fn field_varint(buf: &mut [u8], n: &mut usize, field: u32, v: u64) {
-    varint(buf, n, (field as u64) << 3);
-    varint(buf, n, v);
-}
-
-/// A length-delimited field (wire type 2) holding `body`.
-pub(super) fn field_bytes(out: &mut Out, field: u32, body: &[u8]) {
-    let mut head = [0u8; 20];
-    let mut n = 0;
-    varint(&mut head, &mut n, (field as u64) << 3 | 2);
-    varint(&mut head, &mut n, body.len() as u64);
-    out.bytes(&head[..n]).bytes(body);
+/// A length-delimited field (wire type 2) holding `body`, written to `out`.
+fn field_bytes(out: &mut Out, field: u32, body: &[u8]) {
+    let mut head = Pb::<20>::new();
+    head.varint((field as u64) << 3 | 2);
+    head.varint(body.len() as u64);
+    out.bytes(head.as_bytes()).bytes(body);
 }
 
 /// The executable mappings of `/proc/self/maps`, for pprof's `Mapping` and `Location`.
-pub(super) const PPROF_MAPPINGS_MAX: usize = 512;
+const PPROF_MAPPINGS_MAX: usize = 512;
 
 /// Writes the profile in pprof's protobuf format (uncompressed; `pprof` reads it as is):
 /// sample types `alloc_objects`, `alloc_space`, `inuse_objects`, `inuse_space`, values
@@ -61,22 +93,18 @@ pub fn dump_pprof(fd: i32) {
         field_bytes(&mut out, 6, s);
     }
     let mut nstrings = STRINGS.len() as u64;
-    let mut m = [0u8; 64];
-    for (ty, unit) in [(1, 2), (3, 4), (5, 2), (6, 4)] {
-        let mut n = 0;
-        field_varint(&mut m, &mut n, 1, ty);
-        field_varint(&mut m, &mut n, 2, unit);
-        field_bytes(&mut out, 1, &m[..n]);
+    // sample_type (1) for each value, then period_type (11): ValueType{type, unit}.
+    for (field, ty, unit) in [(1, 1, 2), (1, 3, 4), (1, 5, 2), (1, 6, 4), (11, 7, 4)] {
+        let mut m = Pb::<32>::new();
+        m.field_varint(1, ty);
+        m.field_varint(2, unit);
+        field_bytes(&mut out, field, m.as_bytes());
     }
-    let mut n = 0;
-    field_varint(&mut m, &mut n, 1, 7);
-    field_varint(&mut m, &mut n, 2, 4);
-    field_bytes(&mut out, 11, &m[..n]);
-    let mut head = [0u8; 32];
-    let mut n = 0;
-    field_varint(&mut head, &mut n, 12, 1u64 << lg.min(62));
-    field_varint(&mut head, &mut n, 14, 6);
-    out.bytes(&head[..n]);
+    // period (12) and default_sample_type (14).
+    let mut head = Pb::<32>::new();
+    head.field_varint(12, 1u64 << lg.min(62));
+    head.field_varint(14, 6);
+    out.bytes(head.as_bytes());
     // Mappings: executable, backed by a file, as `/proc/self/maps` gives them.
     let mut maps = [(0usize, 0usize); PPROF_MAPPINGS_MAX];
     let mut nmaps = 0;
@@ -90,24 +118,26 @@ pub fn dump_pprof(fd: i32) {
             .nth(2)
             .and_then(parse_hex)
             .unwrap_or(0);
-        if perms.get(2) != Some(&b'x') || path.first() != Some(&b'/') || nmaps == maps.len() {
+        if perms.get(2) != Some(&b'x') || path.first() != Some(&b'/') {
             return;
         }
+        let Some(slot) = maps.get_mut(nmaps) else {
+            return;
+        };
+        *slot = (lo, hi);
+        nmaps += 1;
         field_bytes(&mut out, 6, path);
         let name = nstrings;
         nstrings += 1;
-        maps[nmaps] = (lo, hi);
-        nmaps += 1;
-        let mut b = [0u8; 80];
-        let mut n = 0;
-        field_varint(&mut b, &mut n, 1, nmaps as u64);
-        field_varint(&mut b, &mut n, 2, lo as u64);
-        field_varint(&mut b, &mut n, 3, hi as u64);
-        field_varint(&mut b, &mut n, 4, offset as u64);
-        field_varint(&mut b, &mut n, 5, name);
-        field_bytes(&mut out, 3, &b[..n]);
+        let mut b = Pb::<80>::new();
+        b.field_varint(1, nmaps as u64);
+        b.field_varint(2, lo as u64);
+        b.field_varint(3, hi as u64);
+        b.field_varint(4, offset as u64);
+        b.field_varint(5, name);
+        field_bytes(&mut out, 3, b.as_bytes());
     });
-    let maps = &maps[..nmaps];
+    let maps = maps.get(..nmaps).unwrap_or(&maps);
     // Samples, each with its own locations (pprof merges equal addresses itself).
     let g = TABLE.lock();
     let mut next_loc = 1u64;
@@ -116,9 +146,8 @@ pub fn dump_pprof(fd: i32) {
             return;
         }
         // location_id (packed) and value (packed): at most 128 * 10 and 4 * 10 bytes.
-        let mut ids = [0u8; FRAMES_MAX * 10];
-        let mut nids = 0;
-        for &ip in &s.frames[..s.nframes] {
+        let mut ids = Pb::<{ FRAMES_MAX * 10 }>::new();
+        for &ip in s.frames() {
             // Return addresses point after the call: the call itself is one byte earlier
             // (the innermost frame too, since it is a call into the allocator).
             let addr = ip.saturating_sub(1);
@@ -126,38 +155,29 @@ pub fn dump_pprof(fd: i32) {
                 .iter()
                 .position(|&(lo, hi)| lo <= addr && addr < hi)
                 .map_or(0, |i| i as u64 + 1);
-            let mut b = [0u8; 40];
-            let mut n = 0;
-            field_varint(&mut b, &mut n, 1, next_loc);
+            let mut b = Pb::<40>::new();
+            b.field_varint(1, next_loc);
             if mapping != 0 {
-                field_varint(&mut b, &mut n, 2, mapping);
+                b.field_varint(2, mapping);
             }
-            field_varint(&mut b, &mut n, 3, addr as u64);
-            field_bytes(&mut out, 4, &b[..n]);
-            varint(&mut ids, &mut nids, next_loc);
+            b.field_varint(3, addr as u64);
+            field_bytes(&mut out, 4, b.as_bytes());
+            ids.varint(next_loc);
             next_loc += 1;
         }
-        let mut vals = [0u8; 48];
-        let mut nvals = 0;
+        let mut vals = Pb::<48>::new();
         for v in [
             scaled_objects(s.alloc_bytes, s.alloc_objects, lg),
             scaled_bytes(s.alloc_bytes, s.alloc_objects, lg),
             scaled_objects(s.live_bytes, s.live_objects, lg),
             scaled_bytes(s.live_bytes, s.live_objects, lg),
         ] {
-            varint(&mut vals, &mut nvals, v);
+            vals.varint(v);
         }
-        let mut b = [0u8; FRAMES_MAX * 10 + 80];
-        let mut n = 0;
-        varint(&mut b, &mut n, 1 << 3 | 2);
-        varint(&mut b, &mut n, nids as u64);
-        b[n..n + nids].copy_from_slice(&ids[..nids]);
-        n += nids;
-        varint(&mut b, &mut n, 2 << 3 | 2);
-        varint(&mut b, &mut n, nvals as u64);
-        b[n..n + nvals].copy_from_slice(&vals[..nvals]);
-        n += nvals;
-        field_bytes(&mut out, 2, &b[..n]);
+        let mut b = Pb::<{ FRAMES_MAX * 10 + 80 }>::new();
+        b.field_bytes(1, ids.as_bytes());
+        b.field_bytes(2, vals.as_bytes());
+        field_bytes(&mut out, 2, b.as_bytes());
     });
     drop(g);
     out.flush();

@@ -6,8 +6,6 @@ use crate::base::BASE;
 use crate::sync::Mutex;
 use core::ptr::null_mut;
 
-// ---- the table -----------------------------------------------------------------------------
-
 /// A distinct stack and what was sampled at it.
 #[repr(C)]
 pub(super) struct Stack {
@@ -65,6 +63,13 @@ pub(super) fn hash_frames(frames: &[usize]) -> u64 {
         h = (h ^ f as u64).wrapping_mul(0x0100_0000_01b3);
     }
     h
+}
+
+impl Stack {
+    /// The recorded frames, innermost first.
+    pub(super) fn frames(&self) -> &[usize] {
+        self.frames.get(..self.nframes).unwrap_or(&self.frames)
+    }
 }
 
 impl Table {
@@ -198,11 +203,11 @@ impl Table {
                     return s;
                 }
                 // SAFETY: fresh zeroed metadata of a Stack's size.
-                unsafe {
-                    let st = &mut *s;
-                    st.hash = h;
-                    st.nframes = frames.len();
-                    st.frames[..frames.len()].copy_from_slice(frames);
+                let st = unsafe { &mut *s };
+                st.hash = h;
+                st.nframes = frames.len().min(FRAMES_MAX);
+                for (slot, &ip) in st.frames.iter_mut().zip(frames) {
+                    *slot = ip;
                 }
                 *slot = s;
                 self.nstacks += 1;
@@ -210,7 +215,7 @@ impl Table {
             }
             // SAFETY: a live stack of the table.
             let st = unsafe { &**slot };
-            if st.hash == h && &st.frames[..st.nframes] == frames {
+            if st.hash == h && st.frames() == frames {
                 return *slot;
             }
             i = (i + 1) & mask;
@@ -264,6 +269,19 @@ impl Table {
                 f(unsafe { &*s });
             }
         }
+    }
+
+    /// Over every stack: (live objects, live bytes, allocated objects, allocated bytes), as
+    /// sampled (not scaled).
+    pub(super) fn totals(&self) -> [u64; 4] {
+        let mut t = [0u64; 4];
+        self.for_each_stack(|s| {
+            t[0] += s.live_objects;
+            t[1] += s.live_bytes;
+            t[2] += s.alloc_objects;
+            t[3] += s.alloc_bytes;
+        });
+        t
     }
 
     /// `prof.reset`: forgets every stack; blocks sampled so far stay known (they must still be

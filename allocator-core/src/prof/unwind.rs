@@ -18,12 +18,12 @@ pub fn capture(t: &mut Tcache, frames: &mut [usize; FRAMES_MAX]) -> usize {
         SELF_START.load(Ordering::Relaxed),
         SELF_END.load(Ordering::Relaxed),
     );
-    let inside = frames[..n]
-        .iter()
-        .take_while(|&&ip| lo <= ip && ip < hi)
-        .count();
-    if inside > 0 && inside < n {
-        frames.copy_within(inside..n, 0);
+    let Some(got) = frames.get_mut(..n) else {
+        return 0;
+    };
+    let inside = got.iter().take_while(|&&ip| lo <= ip && ip < hi).count();
+    if inside > 0 && inside < got.len() {
+        got.copy_within(inside.., 0);
         return n - inside;
     }
     n
