@@ -1,0 +1,76 @@
+use super::lg_sample;
+use super::maps::parse_maps_line;
+use super::sample::{next_interval, scaled_bytes, scaled_objects};
+use super::table::Table;
+use core::ptr::null_mut;
+
+#[test]
+fn maps_lines() {
+    let l = b"7f00a000-7f00b000 r-xp 00001000 08:01 1234   /usr/lib/libx.so";
+    assert_eq!(
+        parse_maps_line(l),
+        Some((0x7f00a000, 0x7f00b000, &b"/usr/lib/libx.so"[..]))
+    );
+    assert_eq!(
+        parse_maps_line(b"1000-2000 rw-p 00000000 00:00 0"),
+        Some((0x1000, 0x2000, &b""[..]))
+    );
+    assert_eq!(parse_maps_line(b"garbage"), None);
+}
+
+#[test]
+fn intervals_have_the_mean() {
+    let mut rng = 12345u64;
+    let n = 100_000u64;
+    let sum: u64 = (0..n).map(|_| next_interval(&mut rng)).sum();
+    let mean = sum as f64 / n as f64;
+    let want = (1u64 << lg_sample()) as f64;
+    assert!((mean / want - 1.0).abs() < 0.02, "mean {mean}, want {want}");
+}
+
+#[test]
+fn scaling_undoes_sampling() {
+    // One sample of 2^19 bytes at lg 19: probability 1 - 1/e.
+    let b = scaled_bytes(1 << 19, 1, 19);
+    let want = (1u64 << 19) as f64 / (1.0 - (-1.0f64).exp());
+    assert!((b as f64 - want).abs() < 2.0);
+    // Tiny blocks: each stood for about 2^19 / size of them.
+    assert!(scaled_objects(16, 1, 19) > 30_000);
+    assert_eq!(scaled_bytes(0, 0, 19), 0);
+}
+
+#[test]
+fn block_table_insert_find_delete() {
+    let mut t = Table {
+        blocks: null_mut(),
+        blocks_cap: 0,
+        nblocks: 0,
+        stacks: null_mut(),
+        stacks_cap: 0,
+        nstacks: 0,
+    };
+    // Many keys, then delete every other one: the rest must stay findable.
+    for k in 1..5000usize {
+        assert!(t.block_insert(k * 4096 + 16, k * 4096, k, null_mut()));
+    }
+    for k in (1..5000usize).step_by(2) {
+        assert!(t.block_find(k * 4096 + 16, true).is_some());
+    }
+    for k in 1..5000usize {
+        let found = t.block_find(k * 4096 + 16, false);
+        assert_eq!(found.is_some(), k % 2 == 0, "key {k}");
+        if let Some((base, size, _)) = found {
+            assert_eq!((base, size), (k * 4096, k));
+        }
+    }
+    assert_eq!(t.nblocks, 2499);
+    let a = t.stack_for(&[1, 2, 3]);
+    let b = t.stack_for(&[1, 2, 4]);
+    assert!(!a.is_null() && a != b);
+    assert_eq!(t.stack_for(&[1, 2, 3]), a);
+    for k in 0..1000usize {
+        assert!(!t.stack_for(&[k, 7]).is_null());
+    }
+    assert_eq!(t.stack_for(&[1, 2, 3]), a);
+    assert_eq!(t.nstacks, 1002);
+}
