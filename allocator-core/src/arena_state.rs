@@ -89,6 +89,8 @@ macro_rules! arena_figures {
                 "bytes in huge blocks (runs of whole chunks)";
             count huge_nmalloc "huge.nmalloc" U64 Large sum, "huge blocks allocated";
             count huge_nfree as huge_ndalloc "huge.ndalloc" U64 Large sum, "huge blocks freed";
+            count huge_extended "huge.extended" U64 Large sum,
+                "huge blocks placed on a dirty free run extended by the clean chunks after it";
             count advised_huge_bytes as thp_huge_advised "thp.huge_advised" Size Thp sum,
                 "bytes of chunks advised MADV_HUGEPAGE (hg in smaps), counted at each advice";
             count advised_nohuge_bytes as thp_nohuge_advised "thp.nohuge_advised" Size Thp sum,

@@ -274,6 +274,21 @@ impl ChunkSource {
         p
     }
 
+    /// Takes the `n` fresh chunks at `addr` if they are the next ones the current reservation
+    /// would hand out (`addr` is the end of chunks taken earlier); false otherwise.
+    pub fn take_at(&self, addr: usize, n: usize) -> bool {
+        let mut g = self.inner.lock();
+        let fits = n
+            .checked_mul(CHUNK)
+            .and_then(|len| addr.checked_add(len))
+            .is_some_and(|end| end <= g.end);
+        if g.next == 0 || g.next != addr || !fits {
+            return false;
+        }
+        g.next = addr + n * CHUNK;
+        true
+    }
+
     /// The lock `fork` handlers take (rank 4).
     pub fn fork_lock(&self) -> &dyn ForkLock {
         &self.inner

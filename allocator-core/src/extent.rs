@@ -189,7 +189,8 @@ impl ArenaInner {
     }
 
     /// Takes `n` chunks aligned to `align_chunks` chunks off the free lists (dirty first, so
-    /// memory already faulted in is reused), else from the chunk source. Returns the extent
+    /// memory already faulted in is reused; then a dirty run extended by the clean chunks
+    /// after it, see `extent_extend`; then clean runs), else from the chunk source. Returns the extent
     /// (state free, exactly `n` chunks, not filed) and whether it was dirty.
     pub(crate) fn extent_take(
         &mut self,
@@ -204,6 +205,14 @@ impl ArenaInner {
             return None;
         };
         for dirty in [true, false] {
+            if !dirty {
+                // No dirty run is long enough: extend one rather than fault clean chunks.
+                if let Some(e) = self.extent_extend(n, align_chunks) {
+                    self.extent_recycle(head_desc);
+                    self.extent_recycle(tail_desc);
+                    return Some((e, true));
+                }
+            }
             for b in free_bucket(n)..NFREE_BUCKETS {
                 let mut e = *self.free_list(dirty, b_first(b));
                 while !e.is_null() {
@@ -273,6 +282,80 @@ impl ArenaInner {
         }
         self.stats.chunks += n as u64;
         Some((e, false))
+    }
+
+    /// When no free extent holds `n` chunks: a dirty free extent of fewer chunks, extended by
+    /// the clean chunks right after it (a clean free extent, or the chunk source's next fresh
+    /// chunks), so that memory already faulted in is reused and fewer fresh chunks are
+    /// touched. Looks at no more than `EXTEND_SCAN` dirty extents, the largest buckets first.
+    /// Returns the extent (state free, exactly `n` chunks, not filed, part of it dirty).
+    fn extent_extend(&mut self, n: usize, align_chunks: usize) -> Option<*mut Extent> {
+        /// Bounds the walk on the path that would otherwise take fresh chunks.
+        const EXTEND_SCAN: usize = 64;
+        let mut seen = 0;
+        for b in (0..free_bucket(n).saturating_add(1).min(NFREE_BUCKETS)).rev() {
+            let mut e = *self.free_list(true, b_first(b));
+            while !e.is_null() && seen < EXTEND_SCAN {
+                seen += 1;
+                // SAFETY: filed extents are live; the arena lock guards them.
+                let (addr, have, backing, next) =
+                    unsafe { ((*e).addr, (*e).nchunks, (*e).backing, (*e).next) };
+                if have < n && backing == 0 && (addr / CHUNK).is_multiple_of(align_chunks) {
+                    let end = addr + have * CHUNK;
+                    let need = n - have;
+                    let mut added = self.take_clean_after(end, need);
+                    if added.is_none() && crate::chunk::SOURCE.take_at(end, need) {
+                        self.stats.chunks += need as u64;
+                        added = Some(ADVICE_NONE);
+                    }
+                    if let Some(advice) = added {
+                        self.free_unfile(e);
+                        // SAFETY: e is ours now; the `need` chunks after it are ours too.
+                        unsafe {
+                            (*e).nchunks = n;
+                            (*e).advice = merge_advice((*e).advice, advice);
+                        }
+                        PAGEMAP.set(end, need, e as usize | TAG_EXTENT);
+                        self.stats.huge_extended += 1;
+                        return Some(e);
+                    }
+                }
+                e = next;
+            }
+        }
+        None
+    }
+
+    /// Takes the first `need` chunks of the clean free extent starting at `addr`, if there is
+    /// one of this arena with that many, and returns its THP advice; the caller points their
+    /// pagemap entries elsewhere.
+    fn take_clean_after(&mut self, addr: usize, need: usize) -> Option<u8> {
+        let entry = PAGEMAP.get(addr);
+        if entry & TAG_MASK != TAG_EXTENT {
+            return None;
+        }
+        let x = (entry & !TAG_MASK) as *mut Extent;
+        // SAFETY: a TAG_EXTENT entry points at a live descriptor; the arena lock is held.
+        let xr = unsafe { &mut *x };
+        if xr.state != STATE_FREE
+            || xr.arena != self.index
+            || xr.dirty
+            || xr.backing != 0
+            || xr.addr != addr
+            || xr.nchunks < need
+        {
+            return None;
+        }
+        let advice = xr.advice;
+        self.free_unfile(x);
+        if xr.nchunks == need {
+            self.extent_recycle(x);
+        } else {
+            xr.addr += need * CHUNK;
+            xr.nchunks -= need;
+            self.free_file(x);
+        }
+        Some(advice)
     }
 
     /// Splits `[addr, addr + n chunks)` off free extent `e` into descriptor `d` and files it.
