@@ -67,6 +67,11 @@ pub const PAGE_INTERIOR: u64 = 3;
 pub const PAGE_KIND: u64 = 7;
 pub const PAGE_CLASS_SHIFT: u32 = 56;
 pub const PAGE_PAYLOAD: u64 = (1 << PAGE_CLASS_SHIFT) - 1;
+/// Page-map word of a free page being purged (`PageChunk::purge_mark`): not free in the
+/// chunk's bitmap, owned by no block, until `PageChunk::purge_unmark` gives it back.
+pub const PAGE_PURGING: u64 = 4;
+
+const _: () = assert!(PAGE_PURGING & !PAGE_KIND == 0 && PAGE_PURGING > PAGE_INTERIOR);
 
 #[repr(C)]
 pub struct PageChunk {
@@ -142,6 +147,33 @@ impl PageChunk {
         self.nfree += n as u32;
         self.ndirty_free += n as u32;
         // Freeing only lengthens runs: the merged run is the only candidate.
+        self.longest = self.longest.max(self.free.run_len_at(start) as u32);
+    }
+
+    /// Marks the free dirty pages `start..start+n` busy for a purge (`purge`'s first phase,
+    /// under the arena lock): they leave the free pages as if allocated (their dirty bits stay
+    /// set, so no allocation can take them and no neighbour merges with them) and their words
+    /// become `PAGE_PURGING`. The caller recomputes `longest` once its marking is done.
+    pub fn purge_mark(&mut self, start: usize, n: usize) {
+        debug_assert!(self.free.all_set(start, n) && self.dirty.all_set(start, n));
+        self.free.clear_range(start, n);
+        for w in self.page_map.iter_mut().skip(start).take(n) {
+            *w = PAGE_PURGING;
+        }
+        self.nfree -= n as u32;
+        self.ndirty_free -= n as u32;
+    }
+
+    /// Gives back the busy pages `start..start+n` of `purge_mark`, now purged (`purge`'s last
+    /// phase, under the arena lock): free and clean, merged with their free neighbours.
+    pub fn purge_unmark(&mut self, start: usize, n: usize) {
+        for w in self.page_map.iter_mut().skip(start).take(n) {
+            debug_assert_eq!(*w, PAGE_PURGING);
+            *w = 0;
+        }
+        self.free.set_range(start, n);
+        self.dirty.clear_range(start, n);
+        self.nfree += n as u32;
         self.longest = self.longest.max(self.free.run_len_at(start) as u32);
     }
 

@@ -107,11 +107,6 @@ pub(crate) const PASS_BATCHES_MAX: usize = 256;
 /// merged with nothing, handed out to nobody, until `purge_return` makes it `STATE_FREE`.
 pub const STATE_PURGING: u8 = 3;
 
-/// Page-map word of a free page being purged (`chunk::PAGE_KIND` value 4): not free in the
-/// chunk's bitmap, owned by no block.
-pub const PAGE_PURGING: u64 = 4;
-
-const _: () = assert!(PAGE_PURGING & !PAGE_KIND == 0 && PAGE_PURGING > PAGE_INTERIOR);
 const _: () = assert!(STATE_PURGING != STATE_FREE && STATE_PURGING > STATE_PAGES);
 
 /// One busy run of a batch.
@@ -443,14 +438,7 @@ impl ArenaInner {
             if !batch.push(run, p.addr + start * os::PAGE, n * os::PAGE) {
                 break;
             }
-            // The pages leave the free pages (as if allocated: their dirty bits stay set)
-            // and their words say why.
-            p.free.clear_range(start, n);
-            for w in p.page_map.iter_mut().skip(start).take(n) {
-                *w = PAGE_PURGING;
-            }
-            p.nfree -= n as u32;
-            p.ndirty_free -= n as u32;
+            p.purge_mark(start, n);
             if huge {
                 p.split = true;
             }
@@ -494,14 +482,7 @@ impl ArenaInner {
                     // SAFETY: a page chunk with busy pages is live (never all free, so never
                     // released); the pages are ours until given back here.
                     let p = unsafe { &mut *pc };
-                    for w in p.page_map.iter_mut().skip(start).take(n) {
-                        debug_assert_eq!(*w, PAGE_PURGING);
-                        *w = 0;
-                    }
-                    p.free.set_range(start, n);
-                    p.dirty.clear_range(start, n);
-                    p.nfree += n as u32;
-                    p.longest = p.longest.max(p.free.run_len_at(start) as u32);
+                    p.purge_unmark(start, n);
                     p.check();
                     if p.nfree as usize == CHUNK_PAGES && self.empty_chunks >= 1 {
                         self.page_chunk_release(pc);

@@ -112,7 +112,7 @@ pub mod pagemap {
 /// `crate::chunk` (loom builds only).
 #[cfg(loom)]
 pub mod chunk {
-    pub use crate::chunk::ChunkSource;
+    pub use crate::chunk::{ChunkSource, PageChunk, PAGE_PURGING};
 }
 
 /// `crate::base` (loom builds only).

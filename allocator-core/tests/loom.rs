@@ -11,6 +11,10 @@
 //! - the pagemap's leaf publication: two threads creating the same leaf, a reader meanwhile
 //!   (`pagemap::Pagemap` with heap leaves from a `LeafSource`);
 //! - chunk hand-out from the shared chunk source to two arenas (`chunk::ChunkSource`);
+//! - the busy-run hand-off of the three-phase purge: a purger marks a page run busy under the
+//!   lock, advises it without, returns it under the lock, while another thread allocates and
+//!   frees pages of the same chunk (`chunk::PageChunk`: `purge_mark`, `purge_unmark`,
+//!   `take_pages`, `give_pages`, under its arena's `Mutex`);
 //! - metadata allocation racing (`base::Base`);
 //! - arena selection by two threads starting at once (`registry::choose`).
 //!
@@ -19,6 +23,7 @@
 #![cfg(loom)]
 
 use hugealloc::testing::bin::{for_each_group, BinState};
+use hugealloc::testing::chunk::{PageChunk, PAGE_PURGING};
 use hugealloc::testing::pagemap::{Leaf, LeafSource, Pagemap, TAG_EXTENT, TAG_PAGES};
 use hugealloc::testing::registry::{self, Slots};
 use hugealloc::testing::size_class::{class_of, SLAB_OBJS};
@@ -464,5 +469,149 @@ fn arena_selection_spreads_threads() {
         let third = registry::choose(&lock, 2, &*table);
         assert!(third < 2);
         assert_eq!(table.counts[third].load(Ordering::Relaxed), 2);
+    });
+}
+
+/// A page chunk behind its arena's lock, with one cell per page standing for the page's
+/// memory: the purger "advises" (writes) the pages of its busy run with no lock held, the
+/// allocating thread writes the pages it was handed, so loom reports a race if both ever hold
+/// the same page; `holder` says who holds each page, checked at every hand-out.
+struct PurgeChunk {
+    pc: Mutex<Box<PageChunk>>,
+    memory: Vec<loom::cell::UnsafeCell<u64>>,
+    holder: Vec<AtomicUsize>,
+}
+
+// SAFETY: the page chunk is used only under its mutex; the memory cells are loom's, which
+// check every access.
+unsafe impl Send for PurgeChunk {}
+// SAFETY: as above.
+unsafe impl Sync for PurgeChunk {}
+
+/// Pages 0..3 free and dirty (the purge's run), 3..5 free and clean, the rest in use.
+const PURGE_DIRTY: usize = 3;
+const PURGE_FREE: usize = 5;
+
+impl PurgeChunk {
+    fn new() -> PurgeChunk {
+        // SAFETY: PageChunk is plain data (bitmaps, counters, words, null links): all-zero is
+        // a chunk with every page in use and clean.
+        let mut pc: Box<PageChunk> = Box::new(unsafe { std::mem::zeroed() });
+        pc.addr = 0x4000_0000;
+        pc.free.set_range(0, PURGE_FREE);
+        pc.dirty.set_range(0, PURGE_DIRTY);
+        pc.nfree = PURGE_FREE as u32;
+        pc.ndirty_free = PURGE_DIRTY as u32;
+        pc.longest = pc.free.longest_run() as u32;
+        PurgeChunk {
+            pc: Mutex::new(pc),
+            memory: (0..PURGE_FREE)
+                .map(|_| loom::cell::UnsafeCell::new(1))
+                .collect(),
+            holder: (0..PURGE_FREE).map(|_| AtomicUsize::new(0)).collect(),
+        }
+    }
+
+    /// Records that `who` now holds pages `start..start+n`: none may be held already.
+    fn hold(&self, who: usize, start: usize, n: usize) {
+        for page in start..start + n {
+            // Relaxed: each hand-out happens under the chunk's lock, which orders them.
+            let was = self.holder[page].swap(who, Ordering::Relaxed);
+            assert_eq!(was, 0, "page {page} handed to {who} while {was} holds it");
+        }
+    }
+
+    fn release(&self, start: usize, n: usize) {
+        for page in start..start + n {
+            // Relaxed: as in hold.
+            self.holder[page].store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes every page of `start..start+n` (a purge's `madvise`, or the program's stores).
+    fn touch(&self, start: usize, n: usize, value: u64) {
+        for page in start..start + n {
+            // SAFETY: the caller holds these pages (the hand-off under test guarantees it;
+            // loom reports the race if it does not).
+            self.memory[page].with_mut(|p| unsafe { *p = value });
+        }
+    }
+
+    /// The runs of free dirty pages, as the purge's first phase finds them.
+    fn dirty_free_runs(pc: &PageChunk) -> Vec<(usize, usize)> {
+        let mut runs = Vec::new();
+        let mut i = 0;
+        while i < PURGE_FREE {
+            if !(pc.free.get(i) && pc.dirty.get(i)) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < PURGE_FREE && pc.free.get(i) && pc.dirty.get(i) {
+                i += 1;
+            }
+            runs.push((start, i - start));
+        }
+        runs
+    }
+}
+
+#[test]
+fn purge_busy_run_is_not_handed_out() {
+    const PURGER: usize = 1;
+    const PROGRAM: usize = 2;
+    loom::model(|| {
+        let chunk = Arc::new(PurgeChunk::new());
+        let purger = {
+            let chunk = chunk.clone();
+            thread::spawn(move || {
+                // Phase 1 (lock held): choose the free dirty runs and mark them busy.
+                let batch = {
+                    let mut pc = chunk.pc.lock();
+                    let runs = PurgeChunk::dirty_free_runs(&pc);
+                    for &(start, n) in &runs {
+                        pc.purge_mark(start, n);
+                        chunk.hold(PURGER, start, n);
+                    }
+                    pc.longest = pc.free.longest_run() as u32;
+                    runs
+                };
+                // Pages 1 and 2 are dirty whatever the program holds (it takes the first).
+                assert!(!batch.is_empty());
+                // Phase 2 (no lock): MADV_DONTNEED zeroes the pages.
+                for &(start, n) in &batch {
+                    chunk.touch(start, n, 0);
+                }
+                // Phase 3 (lock held): give the runs back, clean.
+                let mut pc = chunk.pc.lock();
+                for &(start, n) in &batch {
+                    chunk.release(start, n);
+                    pc.purge_unmark(start, n);
+                }
+            })
+        };
+        // The program allocates a page, uses it, frees it, twice.
+        for round in 0..2 {
+            let start = {
+                let mut pc = chunk.pc.lock();
+                let start = pc.free.find_run(1, 1).expect("a free page");
+                pc.take_pages(start, 1);
+                chunk.hold(PROGRAM, start, 1);
+                start
+            };
+            chunk.touch(start, 1, 0xab + round);
+            let mut pc = chunk.pc.lock();
+            chunk.release(start, 1);
+            pc.give_pages(start, 1);
+        }
+        purger.join().unwrap();
+        // The busy run came back: every page free again, none left busy, the counts whole.
+        let pc = chunk.pc.lock();
+        assert!(pc.free.all_set(0, PURGE_FREE));
+        assert_eq!(pc.nfree as usize, PURGE_FREE);
+        assert!(pc.page_map[..PURGE_FREE].iter().all(|&w| w != PAGE_PURGING));
+        let dirty = (0..PURGE_FREE).filter(|&i| pc.dirty.get(i)).count();
+        assert_eq!(pc.ndirty_free as usize, dirty);
+        assert_eq!(pc.longest as usize, pc.free.longest_run());
     });
 }
