@@ -7,6 +7,9 @@
 //! (`target/release/libhugealloc.so` beside `target/release/hugealloc`), then in `../lib`.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[path = "hugealloc/symbolise.rs"]
+mod symbolise;
+
 use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -38,7 +41,7 @@ COMMANDS
             and each process writes DIR/hugealloc.<pid>.<seq>.f.heap at exit. Exits with CMD's
             status. Child processes of CMD inherit both variables.
     profile Prints the top allocation sites of a heap profile (jemalloc's heap_v2 format, as
-            `run --profile` writes it) by live bytes, symbolised with binutils' addr2line.
+            `run --profile` writes it) by live bytes, symbolised from the files' DWARF.
             With --svg, also writes OUT: a flame graph of live bytes by stack (the
             allocator's own frames left out), to open in a browser.
     thp     Prints the system's transparent huge page settings, whether an 8 MiB test
@@ -645,7 +648,7 @@ fn thp() -> Result<ExitCode, String> {
 struct HeapProfile {
     period: f64,
     stacks: Vec<(Vec<u64>, u64, u64)>,
-    maps: Vec<(u64, u64, u64, String)>,
+    maps: Vec<symbolise::Mapping>,
 }
 
 fn parse_heap(text: &str) -> Result<HeapProfile, String> {
@@ -707,89 +710,6 @@ fn scaled(bytes: u64, count: u64, period: f64) -> f64 {
     bytes as f64 / (1.0 - (-avg / period).exp())
 }
 
-/// The address `addr2line` wants for a run-time address inside mapping `m`: the ELF virtual
-/// address, from the file's program headers (ET_EXEC: the address itself).
-fn elf_vaddr(file: &[u8], m: &(u64, u64, u64, String), addr: u64) -> Option<u64> {
-    let u16_at = |o: usize| Some(u16::from_le_bytes(file.get(o..o + 2)?.try_into().ok()?));
-    let u32_at = |o: usize| Some(u32::from_le_bytes(file.get(o..o + 4)?.try_into().ok()?));
-    let u64_at = |o: usize| Some(u64::from_le_bytes(file.get(o..o + 8)?.try_into().ok()?));
-    if file.get(..5)? != b"\x7fELF\x02" {
-        return None;
-    }
-    if u16_at(16)? == 2 {
-        return Some(addr); // ET_EXEC: linked at its run-time address.
-    }
-    let off = addr - m.0 + m.2;
-    let (phoff, phentsize, phnum) = (u64_at(0x20)? as usize, u16_at(0x36)?, u16_at(0x38)?);
-    for i in 0..phnum as usize {
-        let h = phoff + i * phentsize as usize;
-        if u32_at(h)? != 1 {
-            continue; // not PT_LOAD
-        }
-        let (p_off, p_vaddr, p_filesz) = (u64_at(h + 8)?, u64_at(h + 16)?, u64_at(h + 32)?);
-        if (p_off..p_off + p_filesz).contains(&off) {
-            return Some(off - p_off + p_vaddr);
-        }
-    }
-    None
-}
-
-/// Names every address of `p`'s stacks: "function (file:line)", or the address and the file.
-fn symbolise(p: &HeapProfile) -> std::collections::HashMap<u64, String> {
-    use std::collections::{BTreeSet, HashMap};
-    let mut names = HashMap::new();
-    let addrs: BTreeSet<u64> = p.stacks.iter().flat_map(|s| s.0.iter().copied()).collect();
-    let mut by_map: HashMap<usize, Vec<(u64, u64)>> = HashMap::new();
-    let mut files: HashMap<String, Option<Vec<u8>>> = HashMap::new();
-    for &a in &addrs {
-        // A return address: the call is the byte before.
-        let call = a.saturating_sub(1);
-        let Some(k) = p.maps.iter().position(|m| m.0 <= call && call < m.1) else {
-            names.insert(a, format!("{a:#x}"));
-            continue;
-        };
-        let m = &p.maps[k];
-        let file = files
-            .entry(m.3.clone())
-            .or_insert_with(|| std::fs::read(&m.3).ok());
-        match file.as_deref().and_then(|f| elf_vaddr(f, m, call)) {
-            Some(v) => by_map.entry(k).or_default().push((a, v)),
-            None => {
-                names.insert(a, format!("{a:#x} in {}", m.3));
-            }
-        }
-    }
-    for (k, list) in by_map {
-        let path = &p.maps[k].3;
-        let out = Command::new("addr2line")
-            .args(["-f", "-C", "-e"])
-            .arg(path)
-            .args(list.iter().map(|(_, v)| format!("{v:#x}")))
-            .output();
-        let text = out
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        for (i, &(a, _)) in list.iter().enumerate() {
-            let (func, place) = (lines.get(2 * i), lines.get(2 * i + 1));
-            let name = match (func, place) {
-                (Some(f), Some(pl)) if *f != "??" => {
-                    let short = pl.rsplit('/').next().unwrap_or(pl);
-                    format!("{f} ({short})")
-                }
-                _ => {
-                    let file = path.rsplit('/').next().unwrap_or(path);
-                    format!("{a:#x} in {file}")
-                }
-            };
-            names.insert(a, name);
-        }
-    }
-    names
-}
-
 /// Frames of the allocator itself (a Rust program linking hugealloc has them on top).
 fn is_allocator_frame(name: &str) -> bool {
     [
@@ -817,7 +737,7 @@ fn profile(args: &[OsString]) -> Result<ExitCode, String> {
     let text =
         std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", Path::new(file).display()))?;
     let p = parse_heap(&text)?;
-    let names = symbolise(&p);
+    let names = symbolise::symbolise(p.stacks.iter().flat_map(|s| s.0.iter().copied()), &p.maps);
     // Flat: the innermost frame outside the allocator; cumulative: every function on the stack.
     let mut flat: std::collections::HashMap<&str, f64> = Default::default();
     let mut cum: std::collections::HashMap<&str, f64> = Default::default();
