@@ -179,10 +179,17 @@ pub fn alloc_arena(
     zero: bool,
 ) -> *mut u8 {
     let debug = diag::debug();
-    if debug != 0 {
-        return alloc_arena_debug(arena, size, align, zero, debug);
+    let p = if debug != 0 {
+        alloc_arena_debug(arena, size, align, zero, debug)
+    } else {
+        alloc_arena_plain(arena, class, size, align, zero)
+    };
+    // `thp:defer` in a fork child: its first queued collapse starts a background thread, here
+    // where no lock is held.
+    if class >= HUGE_FIRST && crate::collapse::thread_wanted() {
+        crate::init::start_wanted_collapse_thread();
     }
-    alloc_arena_plain(arena, class, size, align, zero)
+    p
 }
 
 fn alloc_arena_plain(

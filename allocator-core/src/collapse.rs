@@ -7,11 +7,20 @@
 //! "Touched" is what `mincore` says: a chunk is collapsed only once all of its 512 pages are
 //! resident. `MADV_COLLAPSE` fills the missing pages of a range it collapses (one page touched
 //! is enough for it to make a whole 2 MiB page), so collapsing earlier would raise the RSS of a
-//! block the program fills slowly or sparsely; collapsing only full chunks never does. A
-//! request's chunks are taken in address order (the order in which programs fill buffers); at
-//! the first chunk not yet fully resident the request goes to the back of the queue and is
-//! looked at again on a later pass, until `GIVE_UP_MS` after it was queued (its remaining
-//! chunks then count as `cold` and stay on small pages).
+//! block the program fills slowly or sparsely; collapsing only full chunks never does. Chunks
+//! are collapsed in the order they fill, not in address order: each pass looks at a window of
+//! `WINDOW` chunks past a request's handled prefix and collapses every fully resident one, so a
+//! chunk not yet full (a block filled from the end, or at random) does not hold back those
+//! behind it. A request with chunks still waiting goes to the back of the queue and is looked
+//! at again on a later pass, until `GIVE_UP_MS` after it was queued (its remaining chunks then
+//! count as `cold` and stay on small pages).
+//!
+//! A fork child has no background thread. Requests the parent queued are dropped in the child
+//! (`clear_in_child`: the child shares those pages with the parent copy-on-write, and
+//! collapsing them would copy them). The child's own first request asks for a thread
+//! (`thread_wanted`), which the allocation path starts once the request's arena lock is
+//! released (`init::start_wanted_collapse_thread`): `pthread_create` allocates, so it cannot
+//! run under the lock.
 //!
 //! Skipping freed chunks: before each chunk the caller's `live` check (the arena's, under its
 //! lock) says whether the chunk still belongs to a live huge block of a `defer` arena. A block
@@ -31,12 +40,12 @@
 //! `never` — the program is not made to wait, and no memory is allocated for an overflow.
 //!
 //! Invariant: `len <= QUEUE_LEN`; the live requests are `items[(head + k) % QUEUE_LEN]` for
-//! `k < len`, each with `done < nchunks`.
+//! `k < len`, each with `done < nchunks` and bit 0 of `ahead` clear (the prefix is maximal).
 
 use crate::diag;
 use crate::os;
 use crate::size_class::{CHUNK, CHUNK_PAGES};
-use crate::sync::{AtomicU8, AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicBool, AtomicU8, AtomicUsize, Mutex, Ordering};
 
 /// How many blocks can wait for their collapse at once.
 pub const QUEUE_LEN: usize = 1024;
@@ -45,6 +54,8 @@ pub const GIVE_UP_MS: u64 = 10_000;
 /// The background thread's pause while requests wait (ms): the latency of a collapse after the
 /// chunk is filled, and the granularity of the rate limit.
 pub const BUSY_WAIT_MS: u64 = 20;
+/// Chunks past a request's handled prefix that one pass looks at (the bits of `ahead`).
+const WINDOW: usize = 64;
 
 /// One block's chunks waiting for their collapse.
 #[derive(Clone, Copy, Debug)]
@@ -53,8 +64,10 @@ struct Request {
     addr: usize,
     /// Chunks of the block to collapse (whole chunks inside its requested size).
     nchunks: usize,
-    /// Chunks already handled (collapsed, skipped, failed).
+    /// Chunks already handled (collapsed, skipped, failed), from the first: the prefix.
     done: usize,
+    /// Chunks past the prefix already handled: bit `i` is chunk `done + i`.
+    ahead: u64,
     /// The owning arena's index.
     arena: u32,
     /// When it was queued (ms).
@@ -65,6 +78,7 @@ const EMPTY: Request = Request {
     addr: 0,
     nchunks: 0,
     done: 0,
+    ahead: 0,
     arena: 0,
     queued_ms: 0,
 };
@@ -126,6 +140,10 @@ static QUEUE: Mutex<Queue> = Mutex::new(Queue::new());
 static RATE_BYTES_PER_S: AtomicUsize = AtomicUsize::new(512 << 20);
 /// Whether the kernel has `MADV_COLLAPSE`: 0 not probed yet, 1 yes, 2 no.
 static SUPPORT: AtomicU8 = AtomicU8::new(0);
+/// A fork child without a background thread (set by `clear_in_child`).
+static ORPHANED: AtomicBool = AtomicBool::new(false);
+/// The orphaned child queued a request: the allocation path starts a background thread.
+static THREAD_WANTED: AtomicBool = AtomicBool::new(false);
 
 /// Sets `thp_defer_rate` (bytes a second; at least one chunk a second).
 pub fn set_rate(bytes_per_s: usize) {
@@ -141,13 +159,34 @@ pub fn enqueue(addr: usize, block_bytes: usize, arena: u32, now_ms: u64) -> bool
     if nchunks == 0 {
         return false;
     }
-    QUEUE.lock().push(Request {
+    let queued = QUEUE.lock().push(Request {
         addr,
         nchunks,
         done: 0,
+        ahead: 0,
         arena,
         queued_ms: now_ms,
-    })
+    });
+    // Relaxed (both): the flags only ask for a thread; the queue's lock orders the requests.
+    if queued && ORPHANED.load(Ordering::Relaxed) {
+        THREAD_WANTED.store(true, Ordering::Relaxed);
+    }
+    queued
+}
+
+/// Whether a fork child queued a request and has no thread to collapse it (one load: the
+/// allocation path asks after every huge block).
+#[inline]
+pub fn thread_wanted() -> bool {
+    // Relaxed: see enqueue.
+    THREAD_WANTED.load(Ordering::Relaxed)
+}
+
+/// The wanted thread is being started (once: a failed start is not retried).
+pub fn thread_started() {
+    // Relaxed: see enqueue.
+    ORPHANED.store(false, Ordering::Relaxed);
+    THREAD_WANTED.store(false, Ordering::Relaxed);
 }
 
 /// How many requests wait (tests and stats).
@@ -231,28 +270,26 @@ pub fn pass(
             break;
         };
         let mut requeue = false;
-        while r.done < r.nchunks {
-            let chunk = r.addr + r.done * CHUNK;
+        let mut out_of_credit = false;
+        let window = (r.nchunks - r.done).min(WINDOW);
+        for i in 0..window {
+            if r.ahead & (1 << i) != 0 {
+                continue;
+            }
+            let chunk = r.addr + (r.done + i) * CHUNK;
             if !live(r.arena, chunk) {
-                r.done += 1;
+                r.ahead |= 1 << i;
                 continue;
             }
             let resident = os::resident_pages(chunk as *mut u8, CHUNK).unwrap_or(0);
             if resident < CHUNK_PAGES {
-                if now_ms.saturating_sub(r.queued_ms) >= GIVE_UP_MS {
-                    while r.done < r.nchunks {
-                        record(r.arena, r.addr + r.done * CHUNK, Outcome::Cold);
-                        r.done += 1;
-                    }
-                } else {
-                    requeue = true;
-                }
-                break;
+                // Not full yet: the chunks behind it still get their turn.
+                continue;
             }
             {
                 let mut q = QUEUE.lock();
                 if q.credit_bytes < CHUNK {
-                    requeue = true;
+                    out_of_credit = true;
                     break;
                 }
                 q.credit_bytes -= CHUNK;
@@ -267,7 +304,18 @@ pub fn pass(
                 Outcome::Fallback
             };
             record(r.arena, chunk, outcome);
-            r.done += 1;
+            r.ahead |= 1 << i;
+        }
+        // Moves the handled prefix on.
+        let handled = (r.ahead.trailing_ones() as usize).min(r.nchunks - r.done);
+        r.done += handled;
+        r.ahead = r.ahead.checked_shr(handled as u32).unwrap_or(0);
+        if r.done < r.nchunks {
+            if !out_of_credit && now_ms.saturating_sub(r.queued_ms) >= GIVE_UP_MS {
+                give_up(&mut r, &mut record);
+            } else {
+                requeue = true;
+            }
         }
         if requeue {
             // Back to the end of the ring: requests behind it get their turn. It was popped
@@ -275,11 +323,11 @@ pub fn pass(
             let mut q = QUEUE.lock();
             if !q.push(r) {
                 drop(q);
-                while r.done < r.nchunks {
-                    record(r.arena, r.addr + r.done * CHUNK, Outcome::Cold);
-                    r.done += 1;
-                }
+                give_up(&mut r, &mut record);
             }
+        }
+        if out_of_credit {
+            break;
         }
     }
     if QUEUE.lock().len == 0 {
@@ -287,6 +335,18 @@ pub fn pass(
     } else {
         BUSY_WAIT_MS
     }
+}
+
+/// Counts every chunk of `r` not handled yet as `cold` (it stays on small pages).
+fn give_up(r: &mut Request, record: &mut impl FnMut(u32, usize, Outcome)) {
+    for i in r.done..r.nchunks {
+        let bit = i - r.done;
+        if bit >= WINDOW || r.ahead & (1 << bit) == 0 {
+            record(r.arena, r.addr + i * CHUNK, Outcome::Cold);
+        }
+    }
+    r.done = r.nchunks;
+    r.ahead = 0;
 }
 
 /// The queue's lock, for the fork handlers (taken after the arena locks).
@@ -301,11 +361,17 @@ pub fn clear_in_child() {
     q.head = 0;
     q.len = 0;
     q.last_pass_ms = 0;
+    // Relaxed: the child is single-threaded here.
+    ORPHANED.store(true, Ordering::Relaxed);
+    THREAD_WANTED.store(false, Ordering::Relaxed);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tests that drive the global queue take turns.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     #[test]
     fn ring_keeps_order_and_refuses_when_full() {
@@ -335,12 +401,43 @@ mod tests {
         assert!(q.pop().is_none());
     }
 
+    /// Order of fill: in a request whose first chunk is only half touched, the full chunk
+    /// behind it is collapsed on the first pass, and only the half one is given up later.
+    #[test]
+    fn pass_collapses_a_full_chunk_behind_a_partial_one() {
+        let base = os::map_aligned(2 * CHUNK, CHUNK);
+        assert!(!base.is_null());
+        let at = |i: usize| base as usize + i * CHUNK;
+        // Chunk 0 must fault small pages even where THP is `always`.
+        assert!(os::advise(base, CHUNK, os::Advice::NoHuge));
+        // SAFETY: the two chunks are mapped and ours.
+        unsafe {
+            core::ptr::write_bytes(base, 1, CHUNK / 2);
+            core::ptr::write_bytes(base.add(CHUNK), 1, CHUNK);
+        }
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = std::vec::Vec::new();
+        let t0 = 1_000_000;
+        assert!(enqueue(at(0), 2 * CHUNK, 3, t0));
+        pass(t0, |_, _| true, |a, c, o| seen.push((a, c, o)));
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!((seen[0].0, seen[0].1), (3, at(1)), "{seen:?}");
+        assert!(seen[0].2 != Outcome::Cold, "{seen:?}");
+        assert_eq!(queued(), 1, "the half-touched chunk waits");
+        seen.clear();
+        pass(t0 + GIVE_UP_MS, |_, _| true, |a, c, o| seen.push((a, c, o)));
+        assert_eq!(seen.as_slice(), &[(3, at(0), Outcome::Cold)]);
+        assert_eq!(queued(), 0);
+        os::unmap(base, 2 * CHUNK);
+    }
+
     /// `pass` on real memory: a fully touched chunk is collapsed (or refused, or advised where
     /// the kernel lacks `MADV_COLLAPSE`) and recorded; a partly touched one waits (requeued)
-    /// until `GIVE_UP_MS`, then counts as cold; a chunk `live` rejects is neither. The only
-    /// test of this binary that uses the global queue.
+    /// until `GIVE_UP_MS`, then counts as cold; a chunk `live` rejects is neither. The
+    /// tests of this binary that use the global queue take turns (`SERIAL`).
     #[test]
     fn pass_collapses_full_chunks_waits_for_partial_ones_and_skips_dead_ones() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let base = os::map_aligned(3 * CHUNK, CHUNK);
         assert!(!base.is_null());
         let at = |i: usize| base as usize + i * CHUNK;

@@ -208,6 +208,16 @@ pub fn policy_changed(policy: Thp) {
     }
 }
 
+/// A fork child queued a deferred collapse and has no background thread: starts one (once).
+/// Call with no lock held, outside the allocator's own bookkeeping (after a huge block is
+/// handed out): `pthread_create` allocates.
+pub fn start_wanted_collapse_thread() {
+    if crate::collapse::thread_wanted() {
+        crate::collapse::thread_started();
+        start_background();
+    }
+}
+
 /// Whether this process has a background purging thread.
 pub fn background_thread_running() -> bool {
     // Relaxed: see BACKGROUND.

@@ -187,3 +187,52 @@ fn other_policies_queue_nothing() {
         alloc::free(big);
     }
 }
+
+/// A fork child has no background thread: its first deferred block starts one, and the block
+/// is collapsed in the child as in the parent. The child reports through its exit status.
+#[test]
+fn fork_child_collapses_its_own_deferred_block() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = thp_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // The parent's defer arena starts the parent's background thread; the child gets none.
+    let arena = Arena::new(Thp::Defer).expect("an arena").index();
+    // SAFETY: the child only allocates, reads /proc and exits with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = std::panic::catch_unwind(|| {
+            let p = alloc::alloc_in(Some(arena), BLOCK, 1, false, false);
+            assert!(!p.is_null());
+            let before = counter(arena, "done");
+            touch_page_by_page(p, BLOCK);
+            let start = Instant::now();
+            loop {
+                let (hg, huge) = range_state(p as usize, BLOCK);
+                assert!(!hg, "hg in the child");
+                if huge >= BLOCK && counter(arena, "done") >= before + CHUNKS {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < DEADLINE,
+                    "child: not collapsed within {DEADLINE:?}: AnonHugePages {} MiB, queued {}",
+                    huge / MIB,
+                    counter(arena, "queued"),
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+        .map_or(1, |()| 0);
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: pid is our child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child's deferred block was not collapsed (status {status:#x})"
+    );
+}
