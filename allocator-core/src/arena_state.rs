@@ -10,6 +10,7 @@
 
 use crate::bitmap::Bitmap;
 use crate::chunk::{Extent, PageChunk};
+use crate::config::Hugetlb;
 use crate::size_class::CHUNK_PAGES;
 use core::ptr::null_mut;
 
@@ -31,6 +32,9 @@ pub struct ArenaInner {
     pub(crate) last_decay_ms: u64,
     /// Page chunks with every page free (one is kept to avoid churn).
     pub(crate) empty_chunks: usize,
+    /// The page source new chunks come from (`hugetlb_extent`): ordinary memory or a hugetlb
+    /// pool. Changed only while the arena holds no chunk.
+    pub(crate) hugetlb: Hugetlb,
     pub stats: ArenaStats,
 }
 
@@ -49,6 +53,7 @@ impl ArenaInner {
             spare_extents: null_mut(),
             last_decay_ms: 0,
             empty_chunks: 0,
+            hugetlb: Hugetlb::Off,
             stats: ArenaStats::default(),
         }
     }
@@ -81,4 +86,14 @@ pub struct ArenaStats {
     pub collapsed_bytes: u64,
     pub advised_huge_bytes: u64,
     pub advised_nohuge_bytes: u64,
+    /// Bytes of hugetlb chunks the arena holds (fresh pages and reserve chunks, all states).
+    pub hugetlb_bytes: u64,
+    /// Of those, bytes in free extents.
+    pub hugetlb_free_bytes: u64,
+    /// Of `hugetlb_bytes`, bytes of reserve chunks (`hugetlb_reserve`).
+    pub hugetlb_reserve_bytes: u64,
+    /// Requests for hugetlb chunks this arena had served from ordinary memory.
+    pub hugetlb_fallbacks: u64,
+    /// Hugetlb bytes given back (fresh pages to the pool, reserve chunks to the reserve).
+    pub hugetlb_returned_bytes: u64,
 }

@@ -26,7 +26,7 @@
 //! list): an arena calls in with its lock held; the fallback takes the chunk source's lock
 //! after this one is released. Fresh hugetlb mappings take no lock.
 
-use crate::chunk::SOURCE;
+use crate::chunk::{Extent, SOURCE};
 use crate::diag::Msg;
 use crate::os::{self, HugePageSize};
 use crate::size_class::{CHUNK, LG_CHUNK};
@@ -120,6 +120,41 @@ impl Backing {
 }
 
 const _: () = assert!(HugePageSize::Size2M.bytes() == CHUNK);
+const _: () = assert!(Backing::Ordinary as u8 == crate::chunk::BACKING_ORDINARY);
+
+/// Whether free extent `filed`, being filed, may merge with its free neighbour `other`: the
+/// same backing (and page, `Backing::may_merge`), and the same dirtiness and muzziness, except
+/// that a dirty extent of 1 GiB pages absorbs its page's free neighbours whatever their state
+/// (clean leftovers, or pieces kept by `purge_hugetlb`), so a page whose chunks are all free
+/// gathers into one extent that can go back to the pool.
+pub fn may_merge(filed: &Extent, other: &Extent) -> bool {
+    let (bf, bo) = (
+        Backing::from_u8(filed.backing),
+        Backing::from_u8(other.backing),
+    );
+    bf.may_merge(filed.addr, bo, other.addr)
+        && ((filed.dirty == other.dirty && filed.muzzy == other.muzzy)
+            || (bf == Backing::Pages1G && filed.dirty && !filed.muzzy))
+}
+
+/// The state of `into` after `from` merged into it (`may_merge` said yes): the older age of
+/// the two; a dirty 1 GiB-page extent that absorbed another state stays dirty, with its age.
+pub fn merge_state(into: &mut Extent, from: &Extent) {
+    if into.dirty == from.dirty && into.muzzy == from.muzzy {
+        into.dirty_since_ms = into.dirty_since_ms.min(from.dirty_since_ms);
+        return;
+    }
+    let age = |x: &Extent| {
+        if x.dirty && !x.muzzy {
+            x.dirty_since_ms
+        } else {
+            u64::MAX
+        }
+    };
+    into.dirty_since_ms = age(into).min(age(from));
+    into.dirty = true;
+    into.muzzy = false;
+}
 
 /// A run of chunks handed out by [`HugetlbSource::take`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

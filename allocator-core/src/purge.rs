@@ -83,7 +83,12 @@ impl ArenaInner {
     /// chunk of a live page chunk of this arena, read under its lock.
     pub(crate) fn huge_backed(pc: *mut PageChunk) -> bool {
         // SAFETY: pc is a live page chunk of this arena (lock held); its extent is live.
-        match unsafe { (*(*pc).extent).advice } {
+        let (advice, backing) = unsafe { ((*(*pc).extent).advice, (*(*pc).extent).backing) };
+        if crate::hugetlb::Backing::from_u8(backing).is_hugetlb() {
+            // Never purged in part (`purge_hugetlb`): nothing to split.
+            return false;
+        }
+        match advice {
             ADVICE_NOHUGE => false,
             ADVICE_NONE => system_mode() == SystemMode::Always,
             _ => true,
@@ -239,6 +244,9 @@ impl ArenaInner {
 
     /// Gives a dirty free extent `MADV_FREE` (muzzy from `now`); refiles it.
     pub(crate) fn lazy_purge_extent(&mut self, e: *mut Extent, now: u64) {
+        if self.purge_hugetlb(e).is_some() {
+            return;
+        }
         self.free_unfile(e);
         // SAFETY: e is a live free extent of this arena, now unfiled.
         unsafe {
@@ -250,6 +258,9 @@ impl ArenaInner {
     }
 
     pub(crate) fn purge_extent(&mut self, e: *mut Extent) -> usize {
+        if let Some(bytes) = self.purge_hugetlb(e) {
+            return bytes;
+        }
         self.free_unfile(e);
         // SAFETY: e is a live free extent of this arena, now unfiled.
         let len = unsafe {

@@ -871,3 +871,409 @@ fn the_probe_says_whether_a_page_can_be_had() {
     assert_eq!(hugealloc::hugetlb::probe(size), Ok(()));
     assert_eq!(pool(size).free, 1, "the probe gave its page back");
 }
+
+// ---- arenas drawing their chunks from the pools (issue 14, part 2) ---------------------------
+
+/// The pool lock and one pool set to a size, restored (then unlocked) when dropped.
+struct Pool {
+    size: HugePageSize,
+    _guard: PoolGuard,
+    _lock: PoolLock,
+}
+
+impl Pool {
+    /// Takes the pool lock and sets the pool of `size` to `pages` pages; `None` after printing
+    /// why `test` skips.
+    fn set(test: &str, size: HugePageSize, pages: u64) -> Option<Pool> {
+        let lock = PoolLock::take();
+        let guard = pool_or_skip(test, size, pages)?;
+        Some(Pool {
+            size,
+            _guard: guard,
+            _lock: lock,
+        })
+    }
+
+    fn free(&self) -> u64 {
+        pool(self.size).free
+    }
+}
+
+/// An arena of a test's own with a page source, which purges only when the test says
+/// (`decay`): then every free dirty extent goes.
+struct TestArena(hugealloc::Arena);
+
+impl TestArena {
+    fn new(source: hugealloc::Hugetlb) -> TestArena {
+        TestArena::with_thp(hugealloc::Thp::Default, source)
+    }
+
+    fn with_thp(thp: hugealloc::Thp, source: hugealloc::Hugetlb) -> TestArena {
+        let a = hugealloc::Arena::with_hugetlb(thp, source).expect("an arena");
+        assert_eq!(a.hugetlb(), source);
+        hugealloc::registry::arena(a.index()).set_dirty_decay_ms(-1);
+        TestArena(a)
+    }
+
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(len, 64).unwrap()
+    }
+
+    /// A block of `len` bytes, filled with `byte`.
+    fn alloc(&self, len: usize, byte: u8) -> usize {
+        use std::alloc::GlobalAlloc;
+        // SAFETY: len is not zero.
+        let p = unsafe { self.0.alloc(Self::layout(len)) } as usize;
+        assert_ne!(p, 0, "an allocation of {len} bytes failed");
+        fill(p, len, byte);
+        p
+    }
+
+    fn free(&self, p: usize, len: usize) {
+        use std::alloc::GlobalAlloc;
+        // SAFETY: p is a live block of this arena allocated with this layout.
+        unsafe { self.0.dealloc(p as *mut u8, Self::layout(len)) };
+    }
+
+    /// A decay pass now with a decay time of 0: every free dirty extent goes.
+    fn decay(&self) {
+        let a = hugealloc::registry::arena(self.0.index());
+        a.set_dirty_decay_ms(0);
+        a.decay_now();
+        a.set_dirty_decay_ms(-1);
+    }
+
+    fn stats(&self) -> hugealloc::arena::ArenaStats {
+        hugealloc::registry::arena(self.0.index()).snapshot().arena
+    }
+}
+
+#[test]
+fn an_8_mib_block_of_a_2m_arena_lies_in_2m_pages_that_go_back_whole() {
+    let size = HugePageSize::Size2M;
+    let Some(pool) = Pool::set("8 MiB block, 2M arena", size, 8) else {
+        return;
+    };
+    let a = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let p = a.alloc(8 << 20, 0x5c);
+    let m = mapping_of(p);
+    assert_eq!(m.kernel_page_kb, 2048, "{m:?}");
+    assert_eq!(m.hugetlb_kb(), 8192, "{m:?}");
+    assert_eq!(pool.free(), 4, "HugePages_Free fell by the 4 pages touched");
+    let s = a.stats();
+    assert_eq!(s.hugetlb_bytes, 8 << 20);
+    assert_eq!(s.hugetlb_free_bytes, 0);
+    assert_eq!(s.hugetlb_fallbacks, 0);
+    a.free(p, 8 << 20);
+    assert_eq!(
+        a.stats().hugetlb_free_bytes,
+        8 << 20,
+        "free, not yet decayed"
+    );
+    assert_eq!(pool.free(), 4);
+    a.decay();
+    assert_eq!(pool.free(), 8, "decay gave the free pages back to the pool");
+    let s = a.stats();
+    assert_eq!((s.hugetlb_bytes, s.hugetlb_free_bytes), (0, 0));
+    assert_eq!(s.hugetlb_returned_bytes, 8 << 20);
+    assert_eq!(s.chunks, 0, "the arena holds no chunk any more");
+}
+
+#[test]
+fn a_1g_arena_carves_a_page_and_gives_it_back_once_all_its_chunks_are_free() {
+    let size = HugePageSize::Size1G;
+    let old = os::hugetlb_pool(size).map_or(0, |p| p.total);
+    let Some(pool) = Pool::set("1G arena", size, old + 1) else {
+        return;
+    };
+    let free_before = pool.free();
+    let a = TestArena::new(hugealloc::Hugetlb::Pages1G);
+    let p = a.alloc(8 << 20, 1);
+    let q = a.alloc(4 << 20, 2);
+    for x in [p, q] {
+        let m = mapping_of(x);
+        assert_eq!(m.kernel_page_kb, 1048576, "{m:?}");
+    }
+    assert_eq!(p / GIB, q / GIB, "both blocks carved from one page");
+    assert_eq!(pool.free(), free_before - 1);
+    assert_eq!(a.stats().hugetlb_bytes, GIB as u64);
+    // Part of the page is free, part in use: nothing can go back.
+    a.free(p, 8 << 20);
+    a.decay();
+    assert_eq!(
+        pool.free(),
+        free_before - 1,
+        "the page is still partly in use"
+    );
+    // The kept chunks are reused, and zeroed where asked.
+    {
+        use std::alloc::GlobalAlloc;
+        let l = TestArena::layout(8 << 20);
+        // SAFETY: the size is not zero.
+        let z = unsafe { a.0.alloc_zeroed(l) } as usize;
+        assert_eq!(z / GIB, p / GIB, "the page's free chunks are reused");
+        assert!(
+            all_equal(z, 8 << 20, 0),
+            "a kept chunk is zeroed for alloc_zeroed"
+        );
+        a.free(z, 8 << 20);
+    }
+    a.free(q, 4 << 20);
+    a.decay();
+    assert_eq!(pool.free(), free_before, "the whole page went back");
+    let s = a.stats();
+    assert_eq!((s.hugetlb_bytes, s.chunks), (0, 0));
+    assert_eq!(s.hugetlb_returned_bytes, GIB as u64);
+}
+
+#[test]
+fn a_2m_arena_with_an_empty_pool_serves_every_allocation_and_counts_the_fallbacks() {
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = Pool::set("empty pool, arena", size, 0) else {
+        return;
+    };
+    let global_before = hugealloc::hugetlb::HUGETLB
+        .stats
+        .fallbacks
+        .load(Ordering::Relaxed);
+    let a = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let mut blocks = Vec::new();
+    for i in 0..600usize {
+        let len = [24, 3000, 100_000, 3 << 20][i % 4];
+        blocks.push((a.alloc(len, i as u8), len));
+    }
+    let s = a.stats();
+    assert_eq!(s.hugetlb_bytes, 0);
+    assert!(s.hugetlb_fallbacks >= 150, "{s:?}");
+    assert_eq!(
+        s.hugetlb_fallbacks,
+        hugealloc::hugetlb::HUGETLB
+            .stats
+            .fallbacks
+            .load(Ordering::Relaxed)
+            - global_before,
+        "each fallback of the arena is one of the source"
+    );
+    assert_eq!(mapping_of(blocks[3].0).kernel_page_kb, 4);
+    for (p, len) in blocks {
+        a.free(p, len);
+    }
+}
+
+#[test]
+fn a_2m_arena_with_a_pool_too_small_takes_what_there_is_then_falls_back() {
+    let size = HugePageSize::Size2M;
+    let Some(pool) = Pool::set("small pool, arena", size, 3) else {
+        return;
+    };
+    let a = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let blocks: Vec<usize> = (0..5).map(|i| a.alloc(CHUNK, i)).collect();
+    let pages: Vec<u64> = blocks
+        .iter()
+        .map(|&p| mapping_of(p).kernel_page_kb)
+        .collect();
+    assert_eq!(pages, [2048, 2048, 2048, 4, 4]);
+    let s = a.stats();
+    assert_eq!(s.hugetlb_fallbacks, 2);
+    assert_eq!(s.hugetlb_bytes, 3 * CHUNK as u64);
+    assert_eq!(pool.free(), 0);
+    for p in blocks {
+        a.free(p, CHUNK);
+    }
+    a.decay();
+    assert_eq!(pool.free(), 3);
+    assert_eq!(a.stats().hugetlb_bytes, 0);
+}
+
+#[test]
+fn a_fork_child_uses_the_blocks_of_a_hugetlb_arena() {
+    let size = HugePageSize::Size2M;
+    let Some(pool) = Pool::set("fork, arena", size, 6) else {
+        return;
+    };
+    let a = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let p = a.alloc(4 << 20, 0x11);
+    assert_eq!(mapping_of(p).kernel_page_kb, 2048);
+    let status = fork_and_rewrite(p, 4 << 20, 0x11, 0x22);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status:#x}"
+    );
+    assert!(
+        all_equal(p, 4 << 20, 0x11),
+        "the child's writes stay in the child"
+    );
+    assert_eq!(pool.free(), 4, "the child's copies went back to the pool");
+    a.free(p, 4 << 20);
+    a.decay();
+    assert_eq!(pool.free(), 6);
+}
+
+/// Runs helper test `name` (ignored, it does nothing unless asked) in a process of its own,
+/// with `conf` as `HUGEALLOC_CONF`: a fresh allocator, whose once-per-process warnings and
+/// pages are its own. Returns its stdout and stderr after checking that it passed.
+fn run_child(name: &str, conf: &str) -> (String, String) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(OPT_CHILD, name)
+        .env("HUGEALLOC_CONF", conf)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{name}: {stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("{name} checked")),
+        "{name}: {stdout}\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// Whether this process is the child `run_child` started for helper `name`.
+fn is_child(name: &str) -> bool {
+    std::env::var(OPT_CHILD).is_ok_and(|v| v == name)
+}
+
+#[test]
+fn two_arenas_with_different_page_sources_keep_their_page_sizes() {
+    let size = HugePageSize::Size2M;
+    let Some(pool) = Pool::set("two arenas", size, 4) else {
+        return;
+    };
+    run_child("child_two_arenas", "");
+    assert_eq!(pool.free(), 4, "the child's pages went back at its exit");
+}
+
+#[test]
+#[ignore = "a helper: two_arenas_with_different_page_sources_keep_their_page_sizes runs it"]
+fn child_two_arenas() {
+    if !is_child("child_two_arenas") {
+        return;
+    }
+    let free = || pool(HugePageSize::Size2M).free;
+    let h = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let t = TestArena::with_thp(hugealloc::Thp::Never, hugealloc::Hugetlb::Off);
+    let ph = h.alloc(4 << 20, 1);
+    let pt = t.alloc(4 << 20, 2);
+    let small_h = h.alloc(1000, 3);
+    let small_t = t.alloc(1000, 4);
+    assert_eq!(mapping_of(ph).kernel_page_kb, 2048);
+    assert_eq!(mapping_of(small_h).kernel_page_kb, 2048, "page chunks too");
+    for p in [pt, small_t] {
+        let m = mapping_of(p);
+        assert_eq!(m.kernel_page_kb, 4, "{m:?}");
+        assert_eq!(m.hugetlb_kb(), 0, "{m:?}");
+    }
+    assert_eq!(t.stats().hugetlb_bytes, 0);
+    assert_eq!(h.stats().hugetlb_bytes, 3 * CHUNK as u64);
+    assert_eq!(free(), 1);
+    h.free(ph, 4 << 20);
+    t.free(pt, 4 << 20);
+    h.decay();
+    assert_eq!(
+        h.stats().hugetlb_bytes,
+        CHUNK as u64,
+        "the page chunk stays"
+    );
+    assert_eq!(free(), 3);
+    println!("child_two_arenas checked");
+}
+
+#[test]
+fn an_empty_pool_under_hugetlb_2m_warns_once_and_every_allocation_succeeds() {
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = Pool::set("empty pool, warned once", size, 0) else {
+        return;
+    };
+    let (_, err) = run_child("child_empty_pool", "hugetlb:2M");
+    assert_eq!(err.matches("hugealloc: ").count(), 1, "warned once: {err}");
+    assert!(
+        err.contains("hugealloc: hugetlb:2M: the 2M hugetlb pool is empty (nr_hugepages 0)"),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "a helper: an_empty_pool_under_hugetlb_2m_warns_once_and_every_allocation_succeeds"]
+fn child_empty_pool() {
+    if !is_child("child_empty_pool") {
+        return;
+    }
+    let mut blocks = Vec::new();
+    for i in 0..2000usize {
+        let len = [24, 3000, 100_000, 3 << 20, 9 << 20][i % 5];
+        let p = hugealloc::alloc::alloc(len, 16);
+        assert!(!p.is_null(), "alloc({len}) failed");
+        fill(p as usize, len.min(4096), 1);
+        blocks.push(p);
+    }
+    let a0 = hugealloc::Arena::from_index(0).unwrap();
+    assert_eq!(a0.hugetlb(), hugealloc::Hugetlb::Pages2M);
+    let mut fallbacks = 0;
+    for i in 0..hugealloc::registry::narenas() {
+        let s = hugealloc::registry::arena(i).snapshot().arena;
+        assert_eq!(s.hugetlb_bytes, 0);
+        fallbacks += s.hugetlb_fallbacks;
+    }
+    assert!(fallbacks >= 400, "{fallbacks}");
+    assert_eq!(
+        fallbacks,
+        hugealloc::hugetlb::HUGETLB
+            .stats
+            .fallbacks
+            .load(Ordering::Relaxed),
+        "the arenas' fallbacks are the source's"
+    );
+    for p in blocks {
+        // SAFETY: p is a live block.
+        unsafe { hugealloc::alloc::free(p) };
+    }
+    println!("child_empty_pool checked");
+}
+
+#[test]
+fn a_fork_with_the_pool_short_of_headroom_warns_once() {
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = Pool::set("fork headroom, arena", size, 2) else {
+        return;
+    };
+    let (_, err) = run_child("child_fork_headroom", "");
+    assert_eq!(err.matches("hugealloc: ").count(), 1, "warned once: {err}");
+    assert!(
+        err.contains("fork with 2 hugetlb pages of 2M mapped and 0 available in the pool"),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "a helper: a_fork_with_the_pool_short_of_headroom_warns_once runs it"]
+fn child_fork_headroom() {
+    if !is_child("child_fork_headroom") {
+        return;
+    }
+    let a = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let p = a.alloc(4 << 20, 0x11);
+    assert_eq!(pool(HugePageSize::Size2M).free, 0);
+    // The prepare handler checks the headroom at each fork; the children exit at once.
+    for _ in 0..2 {
+        // SAFETY: the child only `_exit`s.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: leaves at once.
+            unsafe { libc::_exit(0) };
+        }
+        let mut st = 0;
+        // SAFETY: waits for our own child.
+        unsafe { libc::waitpid(pid, &mut st, 0) };
+    }
+    a.free(p, 4 << 20);
+    println!("child_fork_headroom checked");
+}
