@@ -210,6 +210,17 @@ figures! {
             "bytes purged from huge-backed chunks (splitting their huge page) under dirty_max";
         thp_collapsed "thp.collapsed" U64 Thp sum = s.snap.arena.collapsed_bytes,
             "bytes of split chunks collapsed into huge pages again (thp_collapse)";
+        hugetlb_mapped "hugetlb.mapped" Size Thp sum = s.snap.arena.hugetlb_bytes,
+            "bytes of hugetlb chunks the arena holds (explicit huge pages, reserve included)";
+        hugetlb_active "hugetlb.active" Size Thp sum =
+            s.snap.arena.hugetlb_bytes - s.snap.arena.hugetlb_free_bytes,
+            "of those, bytes in use (huge blocks and page chunks)";
+        hugetlb_reserved "hugetlb.reserved" Size Thp sum = s.snap.arena.hugetlb_reserve_bytes,
+            "of those, bytes of hugetlb_reserve chunks";
+        hugetlb_fallbacks "hugetlb.fallbacks" U64 Thp sum = s.snap.arena.hugetlb_fallbacks,
+            "requests for hugetlb chunks served from ordinary memory (pool empty, short or absent)";
+        hugetlb_returned "hugetlb.returned" U64 Thp sum = s.snap.arena.hugetlb_returned_bytes,
+            "hugetlb bytes given back whole (pages to the pool, reserve chunks to the reserve)";
         lock_waits "lock_waits" U64 Mutex sum = s.arena.inner.contended(),
             "times the arena lock was found held";
     }

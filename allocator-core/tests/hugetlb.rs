@@ -964,6 +964,23 @@ fn an_8_mib_block_of_a_2m_arena_lies_in_2m_pages_that_go_back_whole() {
     assert_eq!(s.hugetlb_bytes, 8 << 20);
     assert_eq!(s.hugetlb_free_bytes, 0);
     assert_eq!(s.hugetlb_fallbacks, 0);
+    let stat = |name: &str| -> u64 {
+        let name = format!("stats.arenas.{}.hugetlb.{name}", a.0.index());
+        match hugealloc::ctl::read(&name) {
+            Ok(hugealloc::CtlValue::Size(n)) => n as u64,
+            Ok(hugealloc::CtlValue::U64(n)) => n,
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    assert_eq!(
+        [
+            stat("mapped"),
+            stat("active"),
+            stat("reserved"),
+            stat("fallbacks")
+        ],
+        [8 << 20, 8 << 20, 0, 0]
+    );
     a.free(p, 8 << 20);
     assert_eq!(
         a.stats().hugetlb_free_bytes,
@@ -1276,4 +1293,37 @@ fn child_fork_headroom() {
     }
     a.free(p, 4 << 20);
     println!("child_fork_headroom checked");
+}
+
+#[test]
+fn an_arenas_page_source_reads_and_writes_through_ctl_until_it_holds_chunks() {
+    use hugealloc::ctl::{self, CtlError, CtlValue};
+    // Its fallbacks count in the source's figures, which other tests compare.
+    let _lock = PoolLock::take();
+    let a = hugealloc::Arena::new(hugealloc::Thp::Default).unwrap();
+    let name = format!("arena.{}.hugetlb", a.index());
+    let read = || match ctl::read(&name) {
+        Ok(CtlValue::Str(s)) => s.to_str().unwrap().to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(read(), "off");
+    assert!(ctl::write(&name, CtlValue::Str(c"2M")).is_ok());
+    assert_eq!(read(), "2M");
+    assert_eq!(a.hugetlb(), hugealloc::Hugetlb::Pages2M);
+    assert_eq!(
+        ctl::write(&name, CtlValue::Str(c"4K")),
+        Err(CtlError::BadValue)
+    );
+    let t = TestArena(a);
+    let p = t.alloc(CHUNK, 1);
+    assert_eq!(
+        ctl::write(&name, CtlValue::Str(c"1G")),
+        Err(CtlError::ReadOnly),
+        "the arena holds chunks now"
+    );
+    assert!(!a.set_hugetlb(hugealloc::Hugetlb::Off));
+    assert_eq!(read(), "2M");
+    t.free(p, CHUNK);
+    t.decay();
+    assert!(ctl::read("arena.100000.hugetlb").is_err());
 }
