@@ -429,23 +429,11 @@ impl HugetlbSource {
         }
         let mut tail = (0, 0);
         let p = SOURCE.take(n, align_chunks, &mut tail);
-        if tail.1 > 0 {
-            *leftover = Chunks {
-                addr: tail.0,
-                nchunks: tail.1,
-                backing: Backing::Ordinary,
-                dirty: false,
-            };
-        }
+        *leftover = fresh_run(tail.0, tail.1, Backing::Ordinary);
         if p.is_null() {
             return Chunks::NONE;
         }
-        Chunks {
-            addr: p as usize,
-            nchunks: n,
-            backing: Backing::Ordinary,
-            dirty: false,
-        }
+        fresh_run(p as usize, n, Backing::Ordinary)
     }
 
     fn take_from_reserve(&self, n: usize, align_chunks: usize) -> Option<Chunks> {
@@ -485,20 +473,8 @@ impl HugetlbSource {
         self.count_mapped(size, len, true);
         let backing = Backing::fresh(size);
         let total = len >> LG_CHUNK;
-        if total > n {
-            *leftover = Chunks {
-                addr: p + (n << LG_CHUNK),
-                nchunks: total - n,
-                backing,
-                dirty: false,
-            };
-        }
-        Ok(Chunks {
-            addr: p,
-            nchunks: n,
-            backing,
-            dirty: false,
-        })
+        *leftover = fresh_run(p + (n << LG_CHUNK), total - n, backing);
+        Ok(fresh_run(p, n, backing))
     }
 
     /// Counts a fallback and warns the first time in the process.
@@ -677,6 +653,19 @@ impl HugetlbSource {
 impl Default for HugetlbSource {
     fn default() -> HugetlbSource {
         HugetlbSource::new()
+    }
+}
+
+/// `nchunks` fresh (never touched) chunks of `backing` at `addr`; `Chunks::NONE` for none.
+const fn fresh_run(addr: usize, nchunks: usize, backing: Backing) -> Chunks {
+    if nchunks == 0 {
+        return Chunks::NONE;
+    }
+    Chunks {
+        addr,
+        nchunks,
+        backing,
+        dirty: false,
     }
 }
 

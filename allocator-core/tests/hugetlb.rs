@@ -12,93 +12,12 @@
 use hugealloc::hugetlb::{Backing, Cause, Chunks, HugetlbSource};
 use hugealloc::os::{self, HugePageSize};
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard};
+
+mod pools;
+use pools::{pool, pool_or_skip, Pool, PoolLock};
 
 const CHUNK: usize = 2 << 20;
 const GIB: usize = 1 << 30;
-
-// ---- pool control ---------------------------------------------------------------------------
-
-/// Serialises the tests that resize pools, within this binary and across processes.
-struct PoolLock {
-    _inner: MutexGuard<'static, ()>,
-    fd: i32,
-}
-
-static IN_PROCESS: Mutex<()> = Mutex::new(());
-
-impl PoolLock {
-    fn take() -> PoolLock {
-        let inner = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-        let path = c"/tmp/hugealloc-hugetlb-tests.lock";
-        // SAFETY: open with a NUL-terminated path; flock on the descriptor it returned.
-        let fd = unsafe { libc::open(path.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o666) };
-        assert!(fd >= 0, "cannot open the pool lock file");
-        // SAFETY: as above.
-        assert_eq!(unsafe { libc::flock(fd, libc::LOCK_EX) }, 0);
-        PoolLock { _inner: inner, fd }
-    }
-}
-
-impl Drop for PoolLock {
-    fn drop(&mut self) {
-        // SAFETY: closing our descriptor releases the flock.
-        unsafe { libc::close(self.fd) };
-    }
-}
-
-fn nr_path(size: HugePageSize) -> String {
-    format!("{}nr_hugepages", size.sysfs_dir())
-}
-
-/// Restores a pool's `nr_hugepages` when dropped.
-struct PoolGuard {
-    size: HugePageSize,
-    old: u64,
-}
-
-impl PoolGuard {
-    /// Sets the pool of `size` to `pages` pages; `Err` with the reason where that cannot be
-    /// done (not root, no such pool, the kernel found fewer free pages).
-    fn set(size: HugePageSize, pages: u64) -> Result<PoolGuard, String> {
-        let Some(pool) = os::hugetlb_pool(size) else {
-            return Err(format!("no {} hugetlb pool here", size.name()));
-        };
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err("not root: cannot resize the hugetlb pools".into());
-        }
-        let guard = PoolGuard {
-            size,
-            old: pool.total,
-        };
-        std::fs::write(nr_path(size), format!("{pages}\n"))
-            .map_err(|e| format!("writing {}: {e}", nr_path(size)))?;
-        let got = os::hugetlb_pool(size).map_or(0, |p| p.total);
-        if got != pages {
-            // The guard restores the old size.
-            return Err(format!(
-                "asked for {pages} {} pages, the kernel found {got} (fragmented memory?)",
-                size.name()
-            ));
-        }
-        Ok(guard)
-    }
-}
-
-impl Drop for PoolGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::write(nr_path(self.size), format!("{}\n", self.old));
-        let now = os::hugetlb_pool(self.size).map_or(0, |p| p.total);
-        if now != self.old {
-            eprintln!(
-                "warning: the {} pool could not be restored to {} pages (now {now}): pages still mapped?",
-                self.size.name(),
-                self.old
-            );
-        }
-    }
-}
 
 /// The hugetlb ranges a test still holds, unmapped when it ends (also on a panic) so that the
 /// pool can shrink back: declare it after the `PoolGuard`, so it drops first.
@@ -147,21 +66,6 @@ impl Drop for Held {
             os::unmap(a as *mut u8, len);
         }
     }
-}
-
-/// The pool set to `pages`, or `None` after printing why the test skips.
-fn pool_or_skip(test: &str, size: HugePageSize, pages: u64) -> Option<PoolGuard> {
-    match PoolGuard::set(size, pages) {
-        Ok(g) => Some(g),
-        Err(why) => {
-            eprintln!("{test}: skipped: {why}");
-            None
-        }
-    }
-}
-
-fn pool(size: HugePageSize) -> os::HugetlbPool {
-    os::hugetlb_pool(size).expect("the pool was there a moment ago")
 }
 
 // ---- what the kernel recorded ---------------------------------------------------------------
@@ -243,9 +147,8 @@ fn take(s: &HugetlbSource, want: Option<HugePageSize>, n: usize) -> Chunks {
 
 #[test]
 fn pool_counters_follow_the_kernel() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("pool_counters_follow_the_kernel", size, 4) else {
+    let Some(_pool) = Pool::set("pool_counters_follow_the_kernel", size, 4) else {
         return;
     };
     assert_eq!(
@@ -272,9 +175,8 @@ fn pool_counters_follow_the_kernel() {
 
 #[test]
 fn an_8_mib_run_from_the_2m_pool_lies_in_2m_hugetlb_pages() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("8 MiB from the 2M pool", size, 8) else {
+    let Some(_pool) = Pool::set("8 MiB from the 2M pool", size, 8) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -315,9 +217,8 @@ fn an_8_mib_run_from_the_2m_pool_lies_in_2m_hugetlb_pages() {
 
 #[test]
 fn a_run_with_a_larger_alignment_is_aligned() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("aligned run", size, 4) else {
+    let Some(_pool) = Pool::set("aligned run", size, 4) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -336,10 +237,9 @@ fn a_run_with_a_larger_alignment_is_aligned() {
 
 #[test]
 fn a_chunk_from_the_1g_pool_lies_in_a_1g_page_carved_into_512_chunks() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size1G;
     let old = os::hugetlb_pool(size).map_or(0, |p| p.total);
-    let Some(_pool) = pool_or_skip("1G pool", size, old + 1) else {
+    let Some(_pool) = Pool::set("1G pool", size, old + 1) else {
         return;
     };
     let free_before = pool(size).free;
@@ -383,9 +283,8 @@ fn a_chunk_from_the_1g_pool_lies_in_a_1g_page_carved_into_512_chunks() {
 
 #[test]
 fn an_empty_pool_falls_back_to_ordinary_memory_counted_and_warned_once() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("empty pool", size, 0) else {
+    let Some(_pool) = Pool::set("empty pool", size, 0) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -451,9 +350,8 @@ fn in_child_capturing_stderr(f: impl FnOnce() -> bool) -> (i32, String) {
 
 #[test]
 fn the_fallback_warning_names_the_cause_and_appears_once() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("fallback warning", size, 0) else {
+    let Some(_pool) = Pool::set("fallback warning", size, 0) else {
         return;
     };
     let (status, err) = in_child_capturing_stderr(|| {
@@ -479,9 +377,8 @@ fn the_fallback_warning_names_the_cause_and_appears_once() {
 
 #[test]
 fn a_pool_smaller_than_the_demand_serves_what_it_can_then_falls_back() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("small pool", size, 3) else {
+    let Some(_pool) = Pool::set("small pool", size, 3) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -520,9 +417,8 @@ fn a_pool_smaller_than_the_demand_serves_what_it_can_then_falls_back() {
 
 #[test]
 fn the_reserve_is_prefaulted_and_its_chunks_are_reused() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("reserve", size, 6) else {
+    let Some(_pool) = Pool::set("reserve", size, 6) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -573,9 +469,8 @@ fn the_reserve_is_prefaulted_and_its_chunks_are_reused() {
 
 #[test]
 fn a_reserve_larger_than_the_pool_takes_what_the_pool_has() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("reserve shortfall", size, 2) else {
+    let Some(_pool) = Pool::set("reserve shortfall", size, 2) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -611,9 +506,8 @@ fn fork_and_rewrite(addr: usize, len: usize, old: u8, new: u8) -> i32 {
 
 #[test]
 fn a_fork_child_reads_and_writes_inherited_hugetlb_memory() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("fork", size, 6) else {
+    let Some(_pool) = Pool::set("fork", size, 6) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -645,9 +539,8 @@ fn a_fork_child_that_writes_with_the_pool_exhausted_gets_sigbus() {
     // The documented hazard of private hugetlb mappings (docs/hugetlb.md, "fork"): the child
     // reads inherited memory freely, but its first write to a page must copy it, and with no
     // free page in the pool the kernel sends SIGBUS. This test pins that behaviour down.
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("fork with the pool exhausted", size, 1) else {
+    let Some(_pool) = Pool::set("fork with the pool exhausted", size, 1) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -717,9 +610,8 @@ fn opt_child() {
 
 #[test]
 fn the_reserve_follows_the_options() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("reserve from the options", size, 3) else {
+    let Some(_pool) = Pool::set("reserve from the options", size, 3) else {
         return;
     };
     // In a child: the process's own source is taken once, and the child's exit gives the
@@ -754,9 +646,8 @@ fn wipe_on_fork_is_refused_on_hugetlb_memory() {
     // Why hugealloc keeps private hugetlb mappings across fork (docs/hugetlb.md, "fork"): the
     // kernel refuses MADV_WIPEONFORK on hugetlb ranges, and MADV_DONTFORK would leave the child
     // without its inherited heap.
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("wipe on fork", size, 1) else {
+    let Some(_pool) = Pool::set("wipe on fork", size, 1) else {
         return;
     };
     let p = os::map_hugetlb(CHUNK, size, CHUNK).expect("one free page");
@@ -775,9 +666,8 @@ fn a_parent_write_with_the_pool_exhausted_takes_the_page_from_the_child() {
     // The other half of the hazard: the parent owns the mapping's reservation, so when its own
     // copy-on-write finds the pool empty, the kernel unmaps the page from the child instead of
     // failing the parent; the child dies at its next touch, even a read.
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("parent write with the pool exhausted", size, 1) else {
+    let Some(_pool) = Pool::set("parent write with the pool exhausted", size, 1) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -826,9 +716,8 @@ fn a_parent_write_with_the_pool_exhausted_takes_the_page_from_the_child() {
 
 #[test]
 fn the_fork_headroom_check_compares_mapped_pages_with_the_pool() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("fork headroom", size, 4) else {
+    let Some(_pool) = Pool::set("fork headroom", size, 4) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -873,31 +762,6 @@ fn the_probe_says_whether_a_page_can_be_had() {
 }
 
 // ---- arenas drawing their chunks from the pools (issue 14, part 2) ---------------------------
-
-/// The pool lock and one pool set to a size, restored (then unlocked) when dropped.
-struct Pool {
-    size: HugePageSize,
-    _guard: PoolGuard,
-    _lock: PoolLock,
-}
-
-impl Pool {
-    /// Takes the pool lock and sets the pool of `size` to `pages` pages; `None` after printing
-    /// why `test` skips.
-    fn set(test: &str, size: HugePageSize, pages: u64) -> Option<Pool> {
-        let lock = PoolLock::take();
-        let guard = pool_or_skip(test, size, pages)?;
-        Some(Pool {
-            size,
-            _guard: guard,
-            _lock: lock,
-        })
-    }
-
-    fn free(&self) -> u64 {
-        pool(self.size).free
-    }
-}
 
 /// An arena of a test's own with a page source, which purges only when the test says
 /// (`decay`): then every free dirty extent goes.
