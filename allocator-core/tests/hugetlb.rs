@@ -1191,3 +1191,65 @@ fn an_arenas_page_source_reads_and_writes_through_ctl_until_it_holds_chunks() {
     t.decay();
     assert!(ctl::read("arena.100000.hugetlb").is_err());
 }
+
+/// Test binary `name` of this package, built beside this one (`cargo test` builds every test
+/// binary before it runs any): the newest `<name>-<hash>` in this binary's folder.
+fn sibling_test_binary(name: &str) -> Option<std::path::PathBuf> {
+    let me = std::env::current_exe().ok()?;
+    let prefix = format!("{name}-");
+    std::fs::read_dir(me.parent()?)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let f = e.file_name().to_string_lossy().into_owned();
+            f.strip_prefix(&prefix)
+                .is_some_and(|h| h.chars().all(|c| c.is_ascii_hexdigit()))
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max()
+        .map(|(_, p)| p)
+}
+
+#[test]
+fn the_proptest_model_and_thread_churn_run_on_hugetlb_arenas() {
+    // The model (`tests/model.rs`) and the churn test (`tests/churn.rs`) as they are, in their
+    // own processes, with every arena drawing from a 2M pool of 48 pages: blocks up to 64 MiB
+    // find it short at times, so both the pool and the fallback serve.
+    let Some(_pool) = Pool::set("model and churn", HugePageSize::Size2M, 48) else {
+        return;
+    };
+    for name in ["model", "churn"] {
+        let Some(exe) = sibling_test_binary(name) else {
+            eprintln!(
+                "{name} on hugetlb: skipped: build it first \
+                 (cargo test -p hugealloc --release --test {name} --no-run)"
+            );
+            continue;
+        };
+        let out = std::process::Command::new(&exe)
+            .arg("--test-threads=1")
+            .env(
+                "HUGEALLOC_CONF",
+                "hugetlb:2M,stats_print:true,stats_print_opts:f",
+            )
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{name}: {stdout}\n{stderr}");
+        assert!(stdout.contains("test result: ok"), "{name}: {stdout}");
+        // The process's own merged figures at exit: pages were had from the pool.
+        let figure = |key: &str| -> u64 {
+            let key = format!("hugealloc: stats.arenas.4096.hugetlb.{key}: ");
+            let line = stderr.lines().find(|l| l.starts_with(&key));
+            line.map_or_else(
+                || panic!("{name}: no {key} in {stderr}"),
+                |l| l[key.len()..].trim().parse().unwrap(),
+            )
+        };
+        let used = figure("mapped") + figure("returned");
+        assert!(used > 0, "{name} got no hugetlb page: {stderr}");
+    }
+}
