@@ -110,12 +110,15 @@ impl Backing {
         addr & !((self.page_chunks() << LG_CHUNK) - 1)
     }
 
-    /// Whether two adjacent free extents, `self` at `a` and `other` at `b`, may become one:
-    /// the same backing, and for 1 GiB pages the same page (so a page's chunks gather into one
-    /// extent, and no extent spans two pages that go back to the pool separately).
+    /// Whether two adjacent free extents, `self` starting at `a` and `other` at `b`, may become
+    /// one: the same backing, and for 1 GiB pages no page boundary between them (the later one
+    /// starts at the boundary), so a page's chunks gather into one extent and merging never
+    /// makes an extent span two pages that go back to the pool separately. (A huge block of
+    /// more than a page spans pages from the start; its tail page's free rest still joins it.)
     pub const fn may_merge(self, a: usize, other: Backing, b: usize) -> bool {
+        let boundary = if a > b { a } else { b };
         self as u8 == other as u8
-            && (!matches!(self, Backing::Pages1G) || self.page_base(a) == other.page_base(b))
+            && (!matches!(self, Backing::Pages1G) || self.page_base(boundary) != boundary)
     }
 }
 
