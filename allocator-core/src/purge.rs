@@ -241,7 +241,12 @@ impl ArenaInner {
     /// chunk of a live page chunk of this arena, read under its lock.
     pub(crate) fn huge_backed(pc: *mut PageChunk) -> bool {
         // SAFETY: pc is a live page chunk of this arena (lock held); its extent is live.
-        match unsafe { (*(*pc).extent).advice } {
+        let (advice, backing) = unsafe { ((*(*pc).extent).advice, (*(*pc).extent).backing) };
+        if crate::hugetlb::Backing::from_u8(backing).is_hugetlb() {
+            // Never purged in part (`purge_hugetlb`): nothing to split.
+            return false;
+        }
+        match advice {
             ADVICE_NOHUGE => false,
             ADVICE_NONE => system_mode() == SystemMode::Always,
             _ => true,
