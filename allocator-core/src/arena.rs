@@ -538,7 +538,9 @@ impl Arena {
     ) {
         // SAFETY: e is a live huge block of this arena (lock held).
         let (backing, advice) = unsafe { ((*e).backing, (*e).advice) };
-        if backing != 0 || !thp::defers_collapse(self.thp(), system_mode(), size, thp_threshold()) {
+        if backing != BACKING_ORDINARY
+            || !thp::defers_collapse(self.thp(), system_mode(), size, thp_threshold())
+        {
             return;
         }
         if advice == ADVICE_NOHUGE || advice == ADVICE_MIXED {
@@ -563,6 +565,7 @@ impl Arena {
             // SAFETY: a TAG_EXTENT entry points at a live descriptor; the lock is held.
             let er = unsafe { &*e };
             er.state == STATE_HUGE
+                && er.backing == BACKING_ORDINARY
                 && er.arena == self.index
                 && chunk >= er.addr
                 && chunk < er.addr + er.nchunks * CHUNK
@@ -599,7 +602,12 @@ impl Arena {
         if entry & TAG_MASK == TAG_EXTENT {
             // SAFETY: a TAG_EXTENT entry points at a live descriptor; the lock is held.
             let er = unsafe { &*((entry & !TAG_MASK) as *const Extent) };
-            if er.state == STATE_FREE && !er.dirty && er.arena == self.index {
+            // Never on hugetlb memory (a kept hugetlb extent is clean too).
+            if er.state == STATE_FREE
+                && !er.dirty
+                && er.backing == BACKING_ORDINARY
+                && er.arena == self.index
+            {
                 os::advise(chunk as *mut u8, CHUNK, os::Advice::DontNeed);
             }
         }

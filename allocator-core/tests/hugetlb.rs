@@ -782,7 +782,7 @@ impl TestArena {
     fn with_thp(thp: hugealloc::Thp, source: hugealloc::Hugetlb) -> TestArena {
         let a = hugealloc::Arena::with_hugetlb(thp, source).expect("an arena");
         assert_eq!(a.hugetlb(), source);
-        hugealloc::registry::arena(a.index()).set_dirty_decay_ms(-1);
+        hugealloc::testing::registry::arena(a.index()).set_dirty_decay_ms(-1);
         TestArena(a)
     }
 
@@ -808,14 +808,16 @@ impl TestArena {
 
     /// A decay pass now with a decay time of 0: every free dirty extent goes.
     fn decay(&self) {
-        let a = hugealloc::registry::arena(self.0.index());
+        let a = hugealloc::testing::registry::arena(self.0.index());
         a.set_dirty_decay_ms(0);
         a.decay_now();
         a.set_dirty_decay_ms(-1);
     }
 
-    fn stats(&self) -> hugealloc::arena::ArenaStats {
-        hugealloc::registry::arena(self.0.index()).snapshot().arena
+    fn stats(&self) -> hugealloc::testing::arena::ArenaStats {
+        hugealloc::testing::registry::arena(self.0.index())
+            .snapshot()
+            .arena
     }
 }
 
@@ -920,7 +922,7 @@ fn a_2m_arena_with_an_empty_pool_serves_every_allocation_and_counts_the_fallback
     let Some(_pool) = Pool::set("empty pool, arena", size, 0) else {
         return;
     };
-    let global_before = hugealloc::hugetlb::HUGETLB
+    let global_before = hugealloc::testing::hugetlb::HUGETLB
         .stats
         .fallbacks
         .load(Ordering::Relaxed);
@@ -935,7 +937,7 @@ fn a_2m_arena_with_an_empty_pool_serves_every_allocation_and_counts_the_fallback
     assert!(s.hugetlb_fallbacks >= 150, "{s:?}");
     assert_eq!(
         s.hugetlb_fallbacks,
-        hugealloc::hugetlb::HUGETLB
+        hugealloc::testing::hugetlb::HUGETLB
             .stats
             .fallbacks
             .load(Ordering::Relaxed)
@@ -1098,7 +1100,7 @@ fn child_empty_pool() {
     let mut blocks = Vec::new();
     for i in 0..2000usize {
         let len = [24, 3000, 100_000, 3 << 20, 9 << 20][i % 5];
-        let p = hugealloc::alloc::alloc(len, 16);
+        let p = hugealloc::testing::alloc::alloc(len, 16);
         assert!(!p.is_null(), "alloc({len}) failed");
         fill(p as usize, len.min(4096), 1);
         blocks.push(p);
@@ -1106,15 +1108,15 @@ fn child_empty_pool() {
     let a0 = hugealloc::Arena::from_index(0).unwrap();
     assert_eq!(a0.hugetlb(), hugealloc::Hugetlb::Pages2M);
     let mut fallbacks = 0;
-    for i in 0..hugealloc::registry::narenas() {
-        let s = hugealloc::registry::arena(i).snapshot().arena;
+    for i in 0..hugealloc::testing::registry::narenas() {
+        let s = hugealloc::testing::registry::arena(i).snapshot().arena;
         assert_eq!(s.hugetlb_bytes, 0);
         fallbacks += s.hugetlb_fallbacks;
     }
     assert!(fallbacks >= 400, "{fallbacks}");
     assert_eq!(
         fallbacks,
-        hugealloc::hugetlb::HUGETLB
+        hugealloc::testing::hugetlb::HUGETLB
             .stats
             .fallbacks
             .load(Ordering::Relaxed),
@@ -1122,7 +1124,7 @@ fn child_empty_pool() {
     );
     for p in blocks {
         // SAFETY: p is a live block.
-        unsafe { hugealloc::alloc::free(p) };
+        unsafe { hugealloc::testing::alloc::free(p) };
     }
     println!("child_empty_pool checked");
 }

@@ -10,7 +10,7 @@ mod common;
 mod pools;
 
 use common::*;
-use hugealloc::os::HugePageSize;
+use hugealloc::testing::os::HugePageSize;
 use pools::Pool;
 
 /// Runs the program with `conf` and `blocks` blocks of 8 MiB; returns its stdout and stderr.
@@ -91,7 +91,7 @@ fn a_preloaded_program_under_hugetlb_2m_with_an_empty_pool_falls_back_with_one_w
 #[test]
 fn a_preloaded_program_under_hugetlb_1g_gets_a_1g_page() {
     let size = HugePageSize::Size1G;
-    let old = hugealloc::os::hugetlb_pool(size).map_or(0, |p| p.total);
+    let old = hugealloc::testing::os::hugetlb_pool(size).map_or(0, |p| p.total);
     let Some(pool) = Pool::set("preload, 1G", size, old + 1) else {
         return;
     };

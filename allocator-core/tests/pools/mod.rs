@@ -6,7 +6,7 @@
 //! it cannot be done, the test prints why and skips.
 #![allow(dead_code)]
 
-use hugealloc::os::{self, HugePageSize};
+use hugealloc::testing::os::{self, HugePageSize};
 use std::sync::{Mutex, MutexGuard};
 
 /// Serialises the tests that resize pools, within this binary and across processes.
