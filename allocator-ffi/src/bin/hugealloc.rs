@@ -515,7 +515,9 @@ fn thp() -> Result<ExitCode, String> {
 /// (`hugetlb::probe` maps, faults and unmaps one; the pool is as before afterwards), and how
 /// to reserve pages.
 fn hugetlb_pools() {
-    use hugealloc::os::{hugetlb_pool, HugePageSize};
+    // The pool reader and probe are internals (`testing`); a public pool report beside
+    // `ThpStatus` would be the better way in.
+    use hugealloc::testing::os::{hugetlb_pool, HugePageSize};
     println!();
     println!("explicit huge pages (hugetlb pools, /sys/kernel/mm/hugepages; hugetlb:2M|1G):");
     let mut any_free = false;
@@ -525,7 +527,7 @@ fn hugetlb_pools() {
             println!("  {name}: no pool ({} is missing)", size.sysfs_dir());
             continue;
         };
-        let test = match hugealloc::hugetlb::probe(size) {
+        let test = match hugealloc::testing::hugetlb::probe(size) {
             Ok(()) => {
                 any_free = true;
                 "a test page can be had".to_string()
