@@ -312,6 +312,7 @@ impl Arena {
         let n = large_pages(class);
         let align_pages = (align / os::PAGE).max(1);
         let mut inner = self.inner.lock();
+        let chunks_before = inner.stats.chunks;
         let Some((pc, start, was_dirty)) = self.pages_alloc(&mut inner, n, align_pages) else {
             return null_mut();
         };
@@ -325,8 +326,13 @@ impl Arena {
         s.large_nmalloc += 1;
         s.large_allocated += class_size(class) as u64;
         s.active_pages += n as u64;
+        let grew = s.chunks != chunks_before;
         drop(inner);
-        self.maybe_decay();
+        // Only a new chunk can push dirty memory past `dirty_max`: a reused run does not, so
+        // the common case reads no clock (decay also runs on every free).
+        if grew {
+            self.maybe_decay();
+        }
         if zero && was_dirty {
             // SAFETY: the run is ours, n pages long.
             unsafe { ptr::write_bytes(addr as *mut u8, 0, n * os::PAGE) };

@@ -316,33 +316,35 @@ fn candidate(addr: usize) -> bool {
     }
 }
 
-/// `bytes` over `count` sampled objects, scaled to the estimated bytes allocated: each object
-/// of mean size `s` stood for `1 / (1 - exp(-s / 2^lg))` objects.
-pub fn scaled_bytes(bytes: u64, count: u64, lg: usize) -> u64 {
+/// The chance that an object of the sampled objects' mean size (`bytes / count`) was sampled
+/// at one sample per `2^lg` bytes on average: `1 - exp(-s / 2^lg)`. `None` when there is
+/// nothing to scale (no object, or a chance of 0).
+fn sample_chance(bytes: u64, count: u64, lg: usize) -> Option<f64> {
     if count == 0 {
-        return 0;
+        return None;
     }
     let mean = (1u64 << lg.min(62)) as f64;
     let avg = bytes as f64 / count as f64;
     let p = 1.0 - (-avg / mean).exp();
-    if p <= 0.0 {
-        return bytes;
+    (p > 0.0).then_some(p)
+}
+
+/// `bytes` over `count` sampled objects, scaled to the estimated bytes allocated: each object
+/// of mean size `s` stood for `1 / (1 - exp(-s / 2^lg))` objects.
+pub fn scaled_bytes(bytes: u64, count: u64, lg: usize) -> u64 {
+    match sample_chance(bytes, count, lg) {
+        None if count == 0 => 0,
+        None => bytes,
+        Some(p) => (bytes as f64 / p) as u64,
     }
-    (bytes as f64 / p) as u64
 }
 
 /// `count` sampled objects of `bytes` in all, scaled as `scaled_bytes`.
 pub fn scaled_objects(bytes: u64, count: u64, lg: usize) -> u64 {
-    if count == 0 {
-        return 0;
+    match sample_chance(bytes, count, lg) {
+        None => count,
+        Some(p) => (count as f64 / p) as u64,
     }
-    let mean = (1u64 << lg.min(62)) as f64;
-    let avg = bytes as f64 / count as f64;
-    let p = 1.0 - (-avg / mean).exp();
-    if p <= 0.0 {
-        return count;
-    }
-    (count as f64 / p) as u64
 }
 
 // ---- the table -----------------------------------------------------------------------------
