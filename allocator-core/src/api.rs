@@ -8,6 +8,7 @@ use crate::thp::{SystemMode, Thp, ThpStatus};
 use crate::{alloc, thread};
 use core::alloc::{GlobalAlloc, Layout};
 
+pub use crate::config::Hugetlb;
 pub use crate::ctl::{CtlError, CtlValue};
 pub use crate::stats::Stats;
 
@@ -319,6 +320,34 @@ impl Arena {
         crate::init::ensure_init();
         crate::init::policy_changed(policy);
         crate::registry::arena_create(policy).map(|index| Arena { index })
+    }
+
+    /// Creates an arena with `policy` whose chunks come from `source`: ordinary memory
+    /// (`Hugetlb::Off`) or the kernel's pool of explicit 2 MiB or 1 GiB pages, falling back
+    /// to ordinary memory (with `policy`) where the pool cannot serve (docs/hugetlb.md).
+    ///
+    /// ```
+    /// use hugealloc::{Arena, Hugetlb, Thp};
+    ///
+    /// let a = Arena::with_hugetlb(Thp::Default, Hugetlb::Pages2M).expect("an arena");
+    /// assert_eq!(a.hugetlb(), Hugetlb::Pages2M);
+    /// ```
+    pub fn with_hugetlb(policy: Thp, source: Hugetlb) -> Option<Arena> {
+        let a = Arena::new(policy)?;
+        // A new arena holds no chunks yet: the source can be set.
+        crate::registry::arena(a.index).set_hugetlb(source);
+        Some(a)
+    }
+
+    /// The arena's page source (`arena.<i>.hugetlb`).
+    pub fn hugetlb(&self) -> Hugetlb {
+        crate::registry::arena(self.index).hugetlb()
+    }
+
+    /// Changes the page source; only while the arena holds no chunks yet (false, nothing
+    /// changed, after that).
+    pub fn set_hugetlb(&self, source: Hugetlb) -> bool {
+        crate::registry::arena(self.index).set_hugetlb(source)
     }
 
     /// The handle of existing arena `index` (0 is the first automatic arena).

@@ -18,7 +18,9 @@
 use crate::arena_state::ArenaInner;
 use crate::base::BASE;
 use crate::chunk::*;
+use crate::config::Hugetlb;
 use crate::diag;
+use crate::hugetlb::Backing;
 use crate::os;
 use crate::pagemap::{PAGEMAP, TAG_EXTENT, TAG_MASK};
 use crate::purge::{
@@ -61,7 +63,8 @@ pub struct Arena {
 // methods `unsafe` would move that one fact to every call site without adding a check. They
 // stay crate-internal: the arena is reachable from outside only through `testing`.
 impl Arena {
-    /// Creates arena number `index` in metadata memory. Null when out of memory.
+    /// Creates arena number `index` in metadata memory, with the page source its options give
+    /// (`arena.<i>.hugetlb`, else `hugetlb`). Null when out of memory.
     pub fn create(index: u32, policy: Thp) -> *mut Arena {
         let a = BASE.alloc(core::mem::size_of::<Arena>()) as *mut Arena;
         if a.is_null() {
@@ -84,6 +87,7 @@ impl Arena {
                     inner: Mutex::new(ArenaInner::new(index)),
                 },
             );
+            (*a).inner.lock().hugetlb = crate::config::options().hugetlb_for_arena(index as usize);
         }
         a
     }
@@ -94,6 +98,22 @@ impl Arena {
             Some(bin) => bin,
             None => diag::fatal("hugealloc: a bin asked for a class that is not small"),
         }
+    }
+
+    /// The arena's page source: ordinary memory (`Off`) or a hugetlb pool.
+    pub fn hugetlb(&self) -> Hugetlb {
+        self.inner.lock().hugetlb
+    }
+
+    /// Sets the arena's page source; false (nothing changed) once the arena holds chunks,
+    /// whose backing could then no longer follow from the arena's setting alone.
+    pub fn set_hugetlb(&self, source: Hugetlb) -> bool {
+        let mut inner = self.inner.lock();
+        if inner.stats.chunks != 0 && inner.hugetlb != source {
+            return false;
+        }
+        inner.hugetlb = source;
+        true
     }
 
     pub fn thp(&self) -> Thp {
@@ -457,6 +477,7 @@ impl Arena {
                 t.muzzy = false;
                 t.dirty_since_ms = os::now_ms();
                 t.advice = er.advice;
+                t.backing = er.backing;
                 // The tail's chunks name their own descriptor from now on, so that it
                 // coalesces and the block can grow back into it.
                 PAGEMAP.set(t.addr, t.nchunks, tail as usize | TAG_EXTENT);
@@ -473,10 +494,12 @@ impl Arena {
             let next = (entry & !TAG_MASK) as *mut Extent;
             // SAFETY: a TAG_EXTENT entry points at a live extent.
             let nx = unsafe { &mut *next };
+            let backing = Backing::from_u8(er.backing);
             if nx.state != STATE_FREE
                 || nx.arena != self.index
                 || nx.addr != end
                 || nx.nchunks < m - n
+                || !backing.may_merge(er.addr, Backing::from_u8(nx.backing), nx.addr)
             {
                 return false;
             }
@@ -492,7 +515,7 @@ impl Arena {
             er.nchunks = m;
             PAGEMAP.set(end, need, e as usize | TAG_EXTENT);
             let want = thp::advice_for(self.thp(), system_mode(), size, thp_threshold());
-            if want != ChunkAdvice::None {
+            if want != ChunkAdvice::None && !backing.is_hugetlb() {
                 inner.advise_range(end, need, want);
             }
             self.defer_collapse(&mut inner, e, end, size - n * CHUNK, size);
@@ -521,7 +544,9 @@ impl Arena {
     ) {
         // SAFETY: e is a live huge block of this arena (lock held).
         let (backing, advice) = unsafe { ((*e).backing, (*e).advice) };
-        if backing != 0 || !thp::defers_collapse(self.thp(), system_mode(), size, thp_threshold()) {
+        if backing != BACKING_ORDINARY
+            || !thp::defers_collapse(self.thp(), system_mode(), size, thp_threshold())
+        {
             return;
         }
         if advice == ADVICE_NOHUGE || advice == ADVICE_MIXED {
@@ -546,6 +571,7 @@ impl Arena {
             // SAFETY: a TAG_EXTENT entry points at a live descriptor; the lock is held.
             let er = unsafe { &*e };
             er.state == STATE_HUGE
+                && er.backing == BACKING_ORDINARY
                 && er.arena == self.index
                 && chunk >= er.addr
                 && chunk < er.addr + er.nchunks * CHUNK
@@ -582,7 +608,12 @@ impl Arena {
         if entry & TAG_MASK == TAG_EXTENT {
             // SAFETY: a TAG_EXTENT entry points at a live descriptor; the lock is held.
             let er = unsafe { &*((entry & !TAG_MASK) as *const Extent) };
-            if er.state == STATE_FREE && !er.dirty && er.arena == self.index {
+            // Never on hugetlb memory (a kept hugetlb extent is clean too).
+            if er.state == STATE_FREE
+                && !er.dirty
+                && er.backing == BACKING_ORDINARY
+                && er.arena == self.index
+            {
                 os::advise(chunk as *mut u8, CHUNK, os::Advice::DontNeed);
             }
         }

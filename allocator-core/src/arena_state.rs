@@ -12,6 +12,7 @@
 use crate::bin::counters;
 use crate::bitmap::Bitmap;
 use crate::chunk::{Extent, PageChunk};
+use crate::config::Hugetlb;
 use crate::size_class::CHUNK_PAGES;
 use core::ptr::null_mut;
 
@@ -32,6 +33,9 @@ pub struct ArenaInner {
     pub(crate) spare_extents: *mut Extent,
     /// Page chunks with every page free (one is kept to avoid churn).
     pub(crate) empty_chunks: usize,
+    /// The page source new chunks come from (`hugetlb_extent`): ordinary memory or a hugetlb
+    /// pool. Changed only while the arena holds no chunk.
+    pub(crate) hugetlb: Hugetlb,
     pub stats: ArenaStats,
 }
 
@@ -49,6 +53,7 @@ impl ArenaInner {
             free_clean: [null_mut(); NFREE_BUCKETS],
             spare_extents: null_mut(),
             empty_chunks: 0,
+            hugetlb: Hugetlb::Off,
             stats: ArenaStats::default(),
         }
     }
@@ -115,6 +120,16 @@ macro_rules! arena_figures {
                 "thp:defer: chunks given MADV_HUGEPAGE for khugepaged (no MADV_COLLAPSE here)";
             count collapse_cold as thp_collapse_cold "thp.collapse.cold" U64 Thp sum,
                 "thp:defer: chunks never fully touched in time, left on small pages";
+            count hugetlb_bytes as hugetlb_mapped "hugetlb.mapped" Size Thp sum,
+                "bytes of hugetlb chunks the arena holds (explicit huge pages, reserve included)";
+            figure hugetlb_active "hugetlb.active" Size Thp sum,
+                "of those, bytes in use (huge blocks and page chunks)";
+            count hugetlb_reserve_bytes as hugetlb_reserved "hugetlb.reserved" Size Thp sum,
+                "of those, bytes of hugetlb_reserve chunks";
+            count hugetlb_fallbacks "hugetlb.fallbacks" U64 Thp sum,
+                "requests for hugetlb chunks served from ordinary memory (pool empty, short or absent)";
+            count hugetlb_returned_bytes as hugetlb_returned "hugetlb.returned" U64 Thp sum,
+                "hugetlb bytes given back whole (pages to the pool, reserve chunks to the reserve)";
             figure lock_waits "lock_waits" U64 Mutex sum, "times the arena lock was found held";
             count huge_active, "bytes of the chunks of live huge blocks";
             count active_pages, "pages in use by slabs and large runs";
@@ -123,6 +138,7 @@ macro_rules! arena_figures {
                 "bytes of free extents given MADV_FREE and not yet MADV_DONTNEED (muzzy_decay_ms)";
             count purging_bytes,
                 "bytes of free runs being purged (busy, see `purge`): in none of dirty, muzzy, clean";
+            count hugetlb_free_bytes, "of `hugetlb_bytes`, bytes in free extents";
         } }
     };
 }

@@ -28,6 +28,10 @@ pub const ADVICE_HUGE: u8 = 1;
 pub const ADVICE_NOHUGE: u8 = 2;
 pub const ADVICE_MIXED: u8 = 3;
 
+/// `Extent::backing` of ordinary memory (`hugetlb::Backing::Ordinary`; every other value is
+/// hugetlb pages). The only backing fact this layer needs, below `hugetlb`.
+pub const BACKING_ORDINARY: u8 = 0;
+
 #[repr(C)]
 pub struct Extent {
     pub addr: usize,
@@ -178,8 +182,13 @@ impl PageChunk {
     }
 
     /// Purges every free dirty page (`MADV_DONTNEED`, run by run), leaving them clean; returns
-    /// the pages purged. The pages in use are untouched.
+    /// the pages purged. The pages in use are untouched. A chunk on a hugetlb page is never
+    /// purged in part (it returns 0): the page goes back whole once the chunk is free.
     pub fn purge_free_dirty(&mut self) -> usize {
+        // SAFETY: a live page chunk's extent is live (the arena lock guards both).
+        if unsafe { (*self.extent).backing } != BACKING_ORDINARY {
+            return 0;
+        }
         let mut purged = 0;
         let mut i = 0;
         while i < CHUNK_PAGES {

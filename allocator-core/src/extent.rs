@@ -11,10 +11,11 @@
 use crate::arena_state::{ArenaInner, NFREE_BUCKETS};
 use crate::base::BASE;
 use crate::chunk::*;
+use crate::hugetlb::{self, Backing, Chunks, HUGETLB};
 use crate::list;
 use crate::os;
 use crate::pagemap::{PAGEMAP, TAG_EXTENT, TAG_MASK};
-use crate::size_class::CHUNK;
+use crate::size_class::{CHUNK, LG_CHUNK};
 use crate::sync::{AtomicU8, AtomicUsize, Ordering};
 use crate::thp::{ChunkAdvice, SystemMode};
 use core::ptr;
@@ -122,6 +123,10 @@ impl ArenaInner {
             self.stats.clean_extent_bytes += bytes;
         }
         // SAFETY: as above.
+        if Backing::from_u8(unsafe { (*e).backing }).is_hugetlb() {
+            self.stats.hugetlb_free_bytes += bytes;
+        }
+        // SAFETY: as above.
         unsafe { list::push(self.free_list(dirty, n), e) };
     }
 
@@ -137,30 +142,32 @@ impl ArenaInner {
             self.stats.clean_extent_bytes -= bytes;
         }
         // SAFETY: as above.
+        if Backing::from_u8(unsafe { (*e).backing }).is_hugetlb() {
+            self.stats.hugetlb_free_bytes -= bytes;
+        }
+        // SAFETY: as above.
         unsafe { list::remove(self.free_list(dirty, n), e) };
     }
 
-    /// Files a free extent, merging it with free neighbours of the same dirtiness first. A
-    /// merged dirty extent keeps the older age, so steady reuse cannot keep old dirty memory
-    /// from decaying.
+    /// Files a free extent, merging it with free neighbours of the same dirtiness and backing
+    /// first (`hugetlb::may_merge`). A merged dirty extent keeps the older age, so steady reuse
+    /// cannot keep old dirty memory from decaying.
     pub(crate) fn extent_free(&mut self, mut e: *mut Extent) {
         // SAFETY: e and every extent found through the pagemap are live descriptors; the
         // arena lock guards all of this arena's extents.
         unsafe {
-            let (dirty, muzzy) = ((*e).dirty, (*e).muzzy);
             let before = PAGEMAP.get((*e).addr - 1);
             if before & TAG_MASK == TAG_EXTENT {
                 let p = (before & !TAG_MASK) as *mut Extent;
                 if (*p).state == STATE_FREE
                     && (*p).arena == self.index
-                    && (*p).dirty == dirty
-                    && (*p).muzzy == muzzy
                     && (*p).addr + (*p).nchunks * CHUNK == (*e).addr
+                    && hugetlb::may_merge(&*e, &*p)
                 {
                     self.free_unfile(p);
                     (*p).nchunks += (*e).nchunks;
                     (*p).advice = merge_advice((*p).advice, (*e).advice);
-                    (*p).dirty_since_ms = (*p).dirty_since_ms.min((*e).dirty_since_ms);
+                    hugetlb::merge_state(&mut *p, &*e);
                     PAGEMAP.set((*e).addr, (*e).nchunks, p as usize | TAG_EXTENT);
                     self.extent_recycle(e);
                     e = p;
@@ -172,14 +179,13 @@ impl ArenaInner {
                 let x = (after & !TAG_MASK) as *mut Extent;
                 if (*x).state == STATE_FREE
                     && (*x).arena == self.index
-                    && (*x).dirty == dirty
-                    && (*x).muzzy == muzzy
                     && (*x).addr == end
+                    && hugetlb::may_merge(&*e, &*x)
                 {
                     self.free_unfile(x);
                     (*e).nchunks += (*x).nchunks;
                     (*e).advice = merge_advice((*e).advice, (*x).advice);
-                    (*e).dirty_since_ms = (*e).dirty_since_ms.min((*x).dirty_since_ms);
+                    hugetlb::merge_state(&mut *e, &*x);
                     PAGEMAP.set((*x).addr, (*x).nchunks, e as usize | TAG_EXTENT);
                     self.extent_recycle(x);
                 }
@@ -189,9 +195,11 @@ impl ArenaInner {
     }
 
     /// Takes `n` chunks aligned to `align_chunks` chunks off the free lists (dirty first, so
-    /// memory already faulted in is reused; then a dirty run extended by the clean chunks
-    /// after it, see `extent_extend`; then clean runs), else from the chunk source. Returns the extent
-    /// (state free, exactly `n` chunks, not filed) and whether it was dirty.
+    /// memory already faulted in is reused; then, in an arena of ordinary memory, a dirty run
+    /// extended by the clean chunks after it, see `extent_extend`; then clean runs), else from
+    /// the arena's page source (`hugetlb`: ordinary chunks, or hugetlb pages with ordinary
+    /// chunks as the fallback). Returns the extent (state free, exactly `n` chunks, not filed)
+    /// and whether it may hold old data (so zeroing must write).
     pub(crate) fn extent_take(
         &mut self,
         n: usize,
@@ -205,8 +213,9 @@ impl ArenaInner {
             return None;
         };
         for dirty in [true, false] {
-            if !dirty {
-                // No dirty run is long enough: extend one rather than fault clean chunks.
+            // No dirty run is long enough: extend one rather than fault clean chunks (not in
+            // a hugetlb arena, whose new chunks come from the pool).
+            if !dirty && self.hugetlb.page_size().is_none() {
                 if let Some(e) = self.extent_extend(n, align_chunks) {
                     self.extent_recycle(head_desc);
                     self.extent_recycle(tail_desc);
@@ -237,8 +246,10 @@ impl ArenaInner {
                             }
                             (*e).addr = start;
                             (*e).nchunks = n;
+                            // Kept pieces of 1 GiB pages (`purge_hugetlb`) sit in the clean
+                            // lists, touched: `muzzy` says so.
+                            return Some((e, dirty || (*e).muzzy));
                         }
-                        return Some((e, dirty));
                     }
                     // SAFETY: as above.
                     e = unsafe { (*e).next };
@@ -246,42 +257,65 @@ impl ArenaInner {
             }
         }
         self.extent_recycle(tail_desc);
-        // Fresh chunks from the source.
-        let mut leftover = (0, 0);
-        let p = crate::chunk::SOURCE.take(n, align_chunks, &mut leftover);
-        if leftover.1 > 0 && PAGEMAP.prepare(leftover.0, leftover.1) {
+        // Fresh chunks from the page source.
+        let want = self.hugetlb.page_size();
+        let mut left = Chunks::NONE;
+        let got = HUGETLB.take(want, n, align_chunks, &mut left);
+        if left.nchunks > 0 && PAGEMAP.prepare(left.addr, left.nchunks) {
             // SAFETY: head_desc is a spare descriptor; the leftover chunks are fresh and ours.
             unsafe {
                 let l = &mut *head_desc;
-                l.addr = leftover.0;
-                l.nchunks = leftover.1;
+                l.addr = left.addr;
+                l.nchunks = left.nchunks;
                 l.state = STATE_FREE;
                 l.dirty = false;
                 l.muzzy = false;
+                l.backing = left.backing as u8;
                 PAGEMAP.set(l.addr, l.nchunks, head_desc as usize | TAG_EXTENT);
             }
-            self.stats.chunks += leftover.1 as u64;
+            self.chunks_in(left);
             self.extent_free(head_desc);
         } else {
             self.extent_recycle(head_desc);
         }
-        if p.is_null() {
+        if got.addr == 0 {
             return None;
         }
-        if !PAGEMAP.prepare(p as usize, n) {
-            os::unmap(p, n * CHUNK);
+        if want.is_some() && !got.backing.is_hugetlb() {
+            self.stats.hugetlb_fallbacks += 1;
+        }
+        if !PAGEMAP.prepare(got.addr, n) {
+            if got.backing.is_hugetlb() {
+                // SAFETY: `got` came from HUGETLB.take just now and nothing refers to it.
+                unsafe { HUGETLB.give_back(got) };
+            } else {
+                os::unmap(got.addr as *mut u8, n * CHUNK);
+            }
             return None;
         }
         let e = self.extent_desc()?;
         // SAFETY: e is a fresh descriptor for the fresh chunks.
         unsafe {
-            (*e).addr = p as usize;
+            (*e).addr = got.addr;
             (*e).nchunks = n;
             (*e).state = STATE_FREE;
-            PAGEMAP.set(p as usize, n, e as usize | TAG_EXTENT);
+            (*e).backing = got.backing as u8;
+            PAGEMAP.set(got.addr, n, e as usize | TAG_EXTENT);
         }
-        self.stats.chunks += n as u64;
-        Some((e, false))
+        self.chunks_in(got);
+        Some((e, got.dirty))
+    }
+
+    /// Counts chunks that came into the arena from its page source.
+    fn chunks_in(&mut self, c: Chunks) {
+        self.stats.chunks += c.nchunks as u64;
+        let bytes = (c.nchunks << LG_CHUNK) as u64;
+        if c.backing.is_hugetlb() {
+            self.stats.hugetlb_bytes += bytes;
+        }
+        if c.backing.is_reserve() {
+            self.stats.hugetlb_reserve_bytes += bytes;
+        }
     }
 
     /// When no free extent holds `n` chunks: a dirty free extent of fewer chunks, extended by
@@ -378,6 +412,7 @@ impl ArenaInner {
             dr.dirty = (*e).dirty;
             dr.muzzy = (*e).muzzy;
             dr.advice = (*e).advice;
+            dr.backing = (*e).backing;
             dr.dirty_since_ms = (*e).dirty_since_ms;
         }
         PAGEMAP.set(addr, n, d as usize | TAG_EXTENT);
@@ -388,6 +423,10 @@ impl ArenaInner {
     pub(crate) fn advise(&mut self, e: *mut Extent, want: ChunkAdvice) {
         // SAFETY: e is a live extent of this arena, guarded by the arena lock.
         let er = unsafe { &mut *e };
+        if Backing::from_u8(er.backing).is_hugetlb() {
+            // THP advice means nothing to hugetlb pages (and collapse would fail on them).
+            return;
+        }
         let have = er.advice;
         let huge_by_default = system_mode() == SystemMode::Always;
         let target = match want {

@@ -26,7 +26,7 @@
 //! list): an arena calls in with its lock held; the fallback takes the chunk source's lock
 //! after this one is released. Fresh hugetlb mappings take no lock.
 
-use crate::chunk::SOURCE;
+use crate::chunk::{Extent, SOURCE};
 use crate::diag::Msg;
 use crate::os::{self, HugePageSize};
 use crate::size_class::{CHUNK, LG_CHUNK};
@@ -110,16 +110,54 @@ impl Backing {
         addr & !((self.page_chunks() << LG_CHUNK) - 1)
     }
 
-    /// Whether two adjacent free extents, `self` at `a` and `other` at `b`, may become one:
-    /// the same backing, and for 1 GiB pages the same page (so a page's chunks gather into one
-    /// extent, and no extent spans two pages that go back to the pool separately).
+    /// Whether two adjacent free extents, `self` starting at `a` and `other` at `b`, may become
+    /// one: the same backing, and for 1 GiB pages no page boundary between them (the later one
+    /// starts at the boundary), so a page's chunks gather into one extent and merging never
+    /// makes an extent span two pages that go back to the pool separately. (A huge block of
+    /// more than a page spans pages from the start; its tail page's free rest still joins it.)
     pub const fn may_merge(self, a: usize, other: Backing, b: usize) -> bool {
+        let boundary = if a > b { a } else { b };
         self as u8 == other as u8
-            && (!matches!(self, Backing::Pages1G) || self.page_base(a) == other.page_base(b))
+            && (!matches!(self, Backing::Pages1G) || self.page_base(boundary) != boundary)
     }
 }
 
 const _: () = assert!(HugePageSize::Size2M.bytes() == CHUNK);
+const _: () = assert!(Backing::Ordinary as u8 == crate::chunk::BACKING_ORDINARY);
+
+/// Whether free extent `filed`, being filed, may merge with its free neighbour `other`: the
+/// same backing (and page, `Backing::may_merge`), and the same dirtiness and muzziness, except
+/// that a dirty extent of 1 GiB pages absorbs its page's free neighbours whatever their state
+/// (clean leftovers, or pieces kept by `purge_hugetlb`), so a page whose chunks are all free
+/// gathers into one extent that can go back to the pool.
+pub fn may_merge(filed: &Extent, other: &Extent) -> bool {
+    let (bf, bo) = (
+        Backing::from_u8(filed.backing),
+        Backing::from_u8(other.backing),
+    );
+    bf.may_merge(filed.addr, bo, other.addr)
+        && ((filed.dirty == other.dirty && filed.muzzy == other.muzzy)
+            || (bf == Backing::Pages1G && filed.dirty && !filed.muzzy))
+}
+
+/// The state of `into` after `from` merged into it (`may_merge` said yes): the older age of
+/// the two; a dirty 1 GiB-page extent that absorbed another state stays dirty, with its age.
+pub fn merge_state(into: &mut Extent, from: &Extent) {
+    if into.dirty == from.dirty && into.muzzy == from.muzzy {
+        into.dirty_since_ms = into.dirty_since_ms.min(from.dirty_since_ms);
+        return;
+    }
+    let age = |x: &Extent| {
+        if x.dirty && !x.muzzy {
+            x.dirty_since_ms
+        } else {
+            u64::MAX
+        }
+    };
+    into.dirty_since_ms = age(into).min(age(from));
+    into.dirty = true;
+    into.muzzy = false;
+}
 
 /// A run of chunks handed out by [`HugetlbSource::take`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -394,23 +432,11 @@ impl HugetlbSource {
         }
         let mut tail = (0, 0);
         let p = SOURCE.take(n, align_chunks, &mut tail);
-        if tail.1 > 0 {
-            *leftover = Chunks {
-                addr: tail.0,
-                nchunks: tail.1,
-                backing: Backing::Ordinary,
-                dirty: false,
-            };
-        }
+        *leftover = fresh_run(tail.0, tail.1, Backing::Ordinary);
         if p.is_null() {
             return Chunks::NONE;
         }
-        Chunks {
-            addr: p as usize,
-            nchunks: n,
-            backing: Backing::Ordinary,
-            dirty: false,
-        }
+        fresh_run(p as usize, n, Backing::Ordinary)
     }
 
     fn take_from_reserve(&self, n: usize, align_chunks: usize) -> Option<Chunks> {
@@ -450,20 +476,8 @@ impl HugetlbSource {
         self.count_mapped(size, len, true);
         let backing = Backing::fresh(size);
         let total = len >> LG_CHUNK;
-        if total > n {
-            *leftover = Chunks {
-                addr: p + (n << LG_CHUNK),
-                nchunks: total - n,
-                backing,
-                dirty: false,
-            };
-        }
-        Ok(Chunks {
-            addr: p,
-            nchunks: n,
-            backing,
-            dirty: false,
-        })
+        *leftover = fresh_run(p + (n << LG_CHUNK), total - n, backing);
+        Ok(fresh_run(p, n, backing))
     }
 
     /// Counts a fallback and warns the first time in the process.
@@ -646,6 +660,19 @@ impl HugetlbSource {
 impl Default for HugetlbSource {
     fn default() -> HugetlbSource {
         HugetlbSource::new()
+    }
+}
+
+/// `nchunks` fresh (never touched) chunks of `backing` at `addr`; `Chunks::NONE` for none.
+const fn fresh_run(addr: usize, nchunks: usize, backing: Backing) -> Chunks {
+    if nchunks == 0 {
+        return Chunks::NONE;
+    }
+    Chunks {
+        addr,
+        nchunks,
+        backing,
+        dirty: false,
     }
 }
 

@@ -17,6 +17,7 @@ use crate::base::BASE;
 use crate::chunk::SOURCE;
 use crate::config;
 use crate::diag;
+use crate::hugetlb::HUGETLB;
 use crate::registry::{self, arena, narenas};
 use crate::sync::plain::{AtomicPtr, AtomicU32, AtomicUsize};
 use crate::sync::{Once, Ordering};
@@ -165,6 +166,8 @@ fn global_init() {
     } else {
         opts.narenas
     };
+    // The hugetlb reserve before any arena takes chunks (it may warn: diag allocates nothing).
+    crate::hugetlb::start(opts);
     if !registry::init(n, opts.thp_for_arena(0)) {
         diag::fatal("out of memory creating the first arena");
     }
@@ -265,11 +268,15 @@ extern "C" fn fork_prepare() {
     if !is_ready() && !thread::in_global_init() {
         GLOBAL.wait();
     }
+    // Outside every lock (it reads sysfs): warns once where a child's writes could find the
+    // hugetlb pool short (docs/hugetlb.md, "fork").
+    HUGETLB.fork_headroom();
     registry::fork_lock();
     for i in 0..narenas() {
         arena(i).lock_all();
     }
     crate::collapse::fork_lock().force_lock();
+    HUGETLB.fork_lock().force_lock();
     SOURCE.fork_lock().force_lock();
     BASE.fork_lock().force_lock();
 }
@@ -279,6 +286,7 @@ extern "C" fn fork_parent() {
     unsafe {
         BASE.fork_lock().force_unlock();
         SOURCE.fork_lock().force_unlock();
+        HUGETLB.fork_lock().force_unlock();
         crate::collapse::fork_lock().force_unlock();
         for i in (0..narenas()).rev() {
             arena(i).unlock_all();
@@ -294,6 +302,7 @@ extern "C" fn fork_child() {
     unsafe {
         BASE.fork_lock().reset_in_child();
         SOURCE.fork_lock().reset_in_child();
+        HUGETLB.fork_lock().reset_in_child();
         crate::collapse::fork_lock().reset_in_child();
         for i in (0..narenas()).rev() {
             arena(i).reset_locks_in_child();

@@ -149,6 +149,9 @@ mod arena_state;
 mod extent;
 
 #[cfg(not(loom))]
+mod purge_hugetlb;
+
+#[cfg(not(loom))]
 mod pages;
 
 #[cfg(not(loom))]

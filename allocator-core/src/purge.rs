@@ -28,6 +28,7 @@ use crate::arena_state::{ArenaInner, NFREE_BUCKETS};
 use crate::chunk::*;
 use crate::extent::system_mode;
 use crate::os;
+use crate::purge_hugetlb::HugetlbChoice;
 use crate::size_class::{CHUNK, CHUNK_PAGES};
 use crate::sync::Ordering;
 use crate::thp::SystemMode;
@@ -123,6 +124,10 @@ pub(crate) enum PurgeRun {
         n: u32,
         huge: bool,
     },
+    /// Whole hugetlb pages (or reserve chunks) of backing `backing` (`hugetlb::Backing`), off
+    /// every list and out of the pagemap: given back to `HUGETLB` in the advise phase
+    /// (`purge_hugetlb`), never advised.
+    Hugetlb { backing: u8 },
 }
 
 /// Up to `PURGE_BATCH` busy runs with the address range each covers.
@@ -225,6 +230,12 @@ pub(crate) fn purge_advise(batch: &PurgeBatch) {
     for &(run, addr, len) in batch.runs() {
         let advice = match run {
             PurgeRun::Extent { lazy: true, .. } => os::Advice::Free,
+            PurgeRun::Hugetlb { backing } => {
+                // SAFETY: a hugetlb run of a batch is built only by `choose_hugetlb`, which
+                // took it off every list and out of the pagemap; each batch is advised once.
+                unsafe { crate::purge_hugetlb::give_back_run(backing, addr, len) };
+                continue;
+            }
             _ => os::Advice::DontNeed,
         };
         os::advise(addr as *mut u8, len, advice);
@@ -236,7 +247,12 @@ impl ArenaInner {
     /// chunk of a live page chunk of this arena, read under its lock.
     pub(crate) fn huge_backed(pc: *mut PageChunk) -> bool {
         // SAFETY: pc is a live page chunk of this arena (lock held); its extent is live.
-        match unsafe { (*(*pc).extent).advice } {
+        let (advice, backing) = unsafe { ((*(*pc).extent).advice, (*(*pc).extent).backing) };
+        if crate::hugetlb::Backing::from_u8(backing).is_hugetlb() {
+            // Never purged in part (`purge_hugetlb`): nothing to split.
+            return false;
+        }
+        match advice {
             ADVICE_NOHUGE => false,
             ADVICE_NONE => system_mode() == SystemMode::Always,
             _ => true,
@@ -366,7 +382,19 @@ impl ArenaInner {
         batch: &mut PurgeBatch,
     ) -> bool {
         // SAFETY: e is a live filed free extent of this arena (lock held).
-        let (addr, len) = unsafe { ((*e).addr, (*e).nchunks * CHUNK) };
+        let (addr, len, backing) = unsafe { ((*e).addr, (*e).nchunks * CHUNK, (*e).backing) };
+        if backing != BACKING_ORDINARY {
+            // Never advised: whole pages go back to the pool instead.
+            return match self.choose_hugetlb(e, !batch.is_full()) {
+                HugetlbChoice::Kept => true,
+                HugetlbChoice::Full => false,
+                HugetlbChoice::Pages { addr, len } => {
+                    let pushed = batch.push(PurgeRun::Hugetlb { backing }, addr, len);
+                    debug_assert!(pushed, "the batch had room");
+                    true
+                }
+            };
+        }
         if !batch.push(PurgeRun::Extent { e, lazy }, addr, len) {
             return false;
         }
@@ -397,7 +425,7 @@ impl ArenaInner {
                 // run, so it is refiled in this bucket's list head or a bucket already
                 // passed, and `next` (read first) stays the rest of this list.
                 let (next, ndirty) = unsafe { ((*pc).next, (*pc).ndirty_free) };
-                if ndirty > 0 && pick(pc) {
+                if ndirty > 0 && !Self::on_hugetlb(pc) && pick(pc) {
                     chosen += self.choose_pages(pc, batch);
                 }
                 pc = next;
@@ -475,6 +503,10 @@ impl ArenaInner {
                     if !lazy {
                         purged += len;
                     }
+                }
+                PurgeRun::Hugetlb { .. } => {
+                    self.return_hugetlb(len);
+                    purged += len;
                 }
                 PurgeRun::Pages { pc, start, n, huge } => {
                     let (start, n) = (start as usize, n as usize);

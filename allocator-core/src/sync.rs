@@ -9,7 +9,8 @@
 //! 2. arena bin locks, one per small size class, in class order; then (2b) the arena's purge
 //!    lock, held by its one purge pass across `madvise` (taken with no other lock held)
 //! 3. arena lock (page runs, chunks, extents, huge blocks, decay); then the hugetlb reserve's
-//!    (`hugetlb::HUGETLB`), taken under an arena lock and never with the chunk source's; and
+//!    (`hugetlb::HUGETLB`), taken under an arena lock, or under the purge lock alone (a purge
+//!    pass giving whole pages back), and never with the chunk source's; and
 //!    the deferred-collapse queue's (`collapse`), taken under an arena lock or alone, and
 //!    never with the hugetlb reserve's or a lock of rank 4 or 5
 //! 4. the global chunk source (fresh reservations from the OS)

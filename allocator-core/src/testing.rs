@@ -26,7 +26,8 @@ pub mod alloc {
 #[cfg(not(loom))]
 pub mod arena {
     pub use crate::arena::{
-        arena_index_of, owner_of, set_decay_ms, set_muzzy_decay_ms, set_purge_globals, Owner,
+        arena_index_of, owner_of, set_decay_ms, set_muzzy_decay_ms, set_purge_globals, ArenaStats,
+        Owner,
     };
 }
 

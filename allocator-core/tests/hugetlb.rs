@@ -12,93 +12,12 @@
 use hugealloc::testing::hugetlb::{Backing, Cause, Chunks, HugetlbSource};
 use hugealloc::testing::os::{self, HugePageSize};
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard};
+
+mod pools;
+use pools::{pool, pool_or_skip, Pool, PoolLock};
 
 const CHUNK: usize = 2 << 20;
 const GIB: usize = 1 << 30;
-
-// ---- pool control ---------------------------------------------------------------------------
-
-/// Serialises the tests that resize pools, within this binary and across processes.
-struct PoolLock {
-    _inner: MutexGuard<'static, ()>,
-    fd: i32,
-}
-
-static IN_PROCESS: Mutex<()> = Mutex::new(());
-
-impl PoolLock {
-    fn take() -> PoolLock {
-        let inner = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-        let path = c"/tmp/hugealloc-hugetlb-tests.lock";
-        // SAFETY: open with a NUL-terminated path; flock on the descriptor it returned.
-        let fd = unsafe { libc::open(path.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o666) };
-        assert!(fd >= 0, "cannot open the pool lock file");
-        // SAFETY: as above.
-        assert_eq!(unsafe { libc::flock(fd, libc::LOCK_EX) }, 0);
-        PoolLock { _inner: inner, fd }
-    }
-}
-
-impl Drop for PoolLock {
-    fn drop(&mut self) {
-        // SAFETY: closing our descriptor releases the flock.
-        unsafe { libc::close(self.fd) };
-    }
-}
-
-fn nr_path(size: HugePageSize) -> String {
-    format!("{}nr_hugepages", size.sysfs_dir())
-}
-
-/// Restores a pool's `nr_hugepages` when dropped.
-struct PoolGuard {
-    size: HugePageSize,
-    old: u64,
-}
-
-impl PoolGuard {
-    /// Sets the pool of `size` to `pages` pages; `Err` with the reason where that cannot be
-    /// done (not root, no such pool, the kernel found fewer free pages).
-    fn set(size: HugePageSize, pages: u64) -> Result<PoolGuard, String> {
-        let Some(pool) = os::hugetlb_pool(size) else {
-            return Err(format!("no {} hugetlb pool here", size.name()));
-        };
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err("not root: cannot resize the hugetlb pools".into());
-        }
-        let guard = PoolGuard {
-            size,
-            old: pool.total,
-        };
-        std::fs::write(nr_path(size), format!("{pages}\n"))
-            .map_err(|e| format!("writing {}: {e}", nr_path(size)))?;
-        let got = os::hugetlb_pool(size).map_or(0, |p| p.total);
-        if got != pages {
-            // The guard restores the old size.
-            return Err(format!(
-                "asked for {pages} {} pages, the kernel found {got} (fragmented memory?)",
-                size.name()
-            ));
-        }
-        Ok(guard)
-    }
-}
-
-impl Drop for PoolGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::write(nr_path(self.size), format!("{}\n", self.old));
-        let now = os::hugetlb_pool(self.size).map_or(0, |p| p.total);
-        if now != self.old {
-            eprintln!(
-                "warning: the {} pool could not be restored to {} pages (now {now}): pages still mapped?",
-                self.size.name(),
-                self.old
-            );
-        }
-    }
-}
 
 /// The hugetlb ranges a test still holds, unmapped when it ends (also on a panic) so that the
 /// pool can shrink back: declare it after the `PoolGuard`, so it drops first.
@@ -151,21 +70,6 @@ impl Drop for Held {
             unsafe { os::unmap(a as *mut u8, len) };
         }
     }
-}
-
-/// The pool set to `pages`, or `None` after printing why the test skips.
-fn pool_or_skip(test: &str, size: HugePageSize, pages: u64) -> Option<PoolGuard> {
-    match PoolGuard::set(size, pages) {
-        Ok(g) => Some(g),
-        Err(why) => {
-            eprintln!("{test}: skipped: {why}");
-            None
-        }
-    }
-}
-
-fn pool(size: HugePageSize) -> os::HugetlbPool {
-    os::hugetlb_pool(size).expect("the pool was there a moment ago")
 }
 
 // ---- what the kernel recorded ---------------------------------------------------------------
@@ -247,9 +151,8 @@ fn take(s: &HugetlbSource, want: Option<HugePageSize>, n: usize) -> Chunks {
 
 #[test]
 fn pool_counters_follow_the_kernel() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("pool_counters_follow_the_kernel", size, 4) else {
+    let Some(_pool) = Pool::set("pool_counters_follow_the_kernel", size, 4) else {
         return;
     };
     assert_eq!(
@@ -277,9 +180,8 @@ fn pool_counters_follow_the_kernel() {
 
 #[test]
 fn an_8_mib_run_from_the_2m_pool_lies_in_2m_hugetlb_pages() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("8 MiB from the 2M pool", size, 8) else {
+    let Some(_pool) = Pool::set("8 MiB from the 2M pool", size, 8) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -320,9 +222,8 @@ fn an_8_mib_run_from_the_2m_pool_lies_in_2m_hugetlb_pages() {
 
 #[test]
 fn a_run_with_a_larger_alignment_is_aligned() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("aligned run", size, 4) else {
+    let Some(_pool) = Pool::set("aligned run", size, 4) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -341,10 +242,9 @@ fn a_run_with_a_larger_alignment_is_aligned() {
 
 #[test]
 fn a_chunk_from_the_1g_pool_lies_in_a_1g_page_carved_into_512_chunks() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size1G;
     let old = os::hugetlb_pool(size).map_or(0, |p| p.total);
-    let Some(_pool) = pool_or_skip("1G pool", size, old + 1) else {
+    let Some(_pool) = Pool::set("1G pool", size, old + 1) else {
         return;
     };
     let free_before = pool(size).free;
@@ -388,9 +288,8 @@ fn a_chunk_from_the_1g_pool_lies_in_a_1g_page_carved_into_512_chunks() {
 
 #[test]
 fn an_empty_pool_falls_back_to_ordinary_memory_counted_and_warned_once() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("empty pool", size, 0) else {
+    let Some(_pool) = Pool::set("empty pool", size, 0) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -457,9 +356,8 @@ fn in_child_capturing_stderr(f: impl FnOnce() -> bool) -> (i32, String) {
 
 #[test]
 fn the_fallback_warning_names_the_cause_and_appears_once() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("fallback warning", size, 0) else {
+    let Some(_pool) = Pool::set("fallback warning", size, 0) else {
         return;
     };
     let (status, err) = in_child_capturing_stderr(|| {
@@ -485,9 +383,8 @@ fn the_fallback_warning_names_the_cause_and_appears_once() {
 
 #[test]
 fn a_pool_smaller_than_the_demand_serves_what_it_can_then_falls_back() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("small pool", size, 3) else {
+    let Some(_pool) = Pool::set("small pool", size, 3) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -526,9 +423,8 @@ fn a_pool_smaller_than_the_demand_serves_what_it_can_then_falls_back() {
 
 #[test]
 fn the_reserve_is_prefaulted_and_its_chunks_are_reused() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("reserve", size, 6) else {
+    let Some(_pool) = Pool::set("reserve", size, 6) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -580,9 +476,8 @@ fn the_reserve_is_prefaulted_and_its_chunks_are_reused() {
 
 #[test]
 fn a_reserve_larger_than_the_pool_takes_what_the_pool_has() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("reserve shortfall", size, 2) else {
+    let Some(_pool) = Pool::set("reserve shortfall", size, 2) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -618,9 +513,8 @@ fn fork_and_rewrite(addr: usize, len: usize, old: u8, new: u8) -> i32 {
 
 #[test]
 fn a_fork_child_reads_and_writes_inherited_hugetlb_memory() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("fork", size, 6) else {
+    let Some(_pool) = Pool::set("fork", size, 6) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -652,9 +546,8 @@ fn a_fork_child_that_writes_with_the_pool_exhausted_gets_sigbus() {
     // The documented hazard of private hugetlb mappings (docs/hugetlb.md, "fork"): the child
     // reads inherited memory freely, but its first write to a page must copy it, and with no
     // free page in the pool the kernel sends SIGBUS. This test pins that behaviour down.
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("fork with the pool exhausted", size, 1) else {
+    let Some(_pool) = Pool::set("fork with the pool exhausted", size, 1) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -724,9 +617,8 @@ fn opt_child() {
 
 #[test]
 fn the_reserve_follows_the_options() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("reserve from the options", size, 3) else {
+    let Some(_pool) = Pool::set("reserve from the options", size, 3) else {
         return;
     };
     // In a child: the process's own source is taken once, and the child's exit gives the
@@ -761,9 +653,8 @@ fn wipe_on_fork_is_refused_on_hugetlb_memory() {
     // Why hugealloc keeps private hugetlb mappings across fork (docs/hugetlb.md, "fork"): the
     // kernel refuses MADV_WIPEONFORK on hugetlb ranges, and MADV_DONTFORK would leave the child
     // without its inherited heap.
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("wipe on fork", size, 1) else {
+    let Some(_pool) = Pool::set("wipe on fork", size, 1) else {
         return;
     };
     let p = os::map_hugetlb(CHUNK, size, CHUNK).expect("one free page");
@@ -782,9 +673,8 @@ fn a_parent_write_with_the_pool_exhausted_takes_the_page_from_the_child() {
     // The other half of the hazard: the parent owns the mapping's reservation, so when its own
     // copy-on-write finds the pool empty, the kernel unmaps the page from the child instead of
     // failing the parent; the child dies at its next touch, even a read.
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("parent write with the pool exhausted", size, 1) else {
+    let Some(_pool) = Pool::set("parent write with the pool exhausted", size, 1) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -833,9 +723,8 @@ fn a_parent_write_with_the_pool_exhausted_takes_the_page_from_the_child() {
 
 #[test]
 fn the_fork_headroom_check_compares_mapped_pages_with_the_pool() {
-    let _lock = PoolLock::take();
     let size = HugePageSize::Size2M;
-    let Some(_pool) = pool_or_skip("fork headroom", size, 4) else {
+    let Some(_pool) = Pool::set("fork headroom", size, 4) else {
         return;
     };
     let s = HugetlbSource::new();
@@ -877,4 +766,499 @@ fn the_probe_says_whether_a_page_can_be_had() {
     };
     assert_eq!(hugealloc::testing::hugetlb::probe(size), Ok(()));
     assert_eq!(pool(size).free, 1, "the probe gave its page back");
+}
+
+// ---- arenas drawing their chunks from the pools (issue 14, part 2) ---------------------------
+
+/// An arena of a test's own with a page source, which purges only when the test says
+/// (`decay`): then every free dirty extent goes.
+struct TestArena(hugealloc::Arena);
+
+impl TestArena {
+    fn new(source: hugealloc::Hugetlb) -> TestArena {
+        TestArena::with_thp(hugealloc::Thp::Default, source)
+    }
+
+    fn with_thp(thp: hugealloc::Thp, source: hugealloc::Hugetlb) -> TestArena {
+        let a = hugealloc::Arena::with_hugetlb(thp, source).expect("an arena");
+        assert_eq!(a.hugetlb(), source);
+        hugealloc::testing::registry::arena(a.index()).set_dirty_decay_ms(-1);
+        TestArena(a)
+    }
+
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(len, 64).unwrap()
+    }
+
+    /// A block of `len` bytes, filled with `byte`.
+    fn alloc(&self, len: usize, byte: u8) -> usize {
+        use std::alloc::GlobalAlloc;
+        // SAFETY: len is not zero.
+        let p = unsafe { self.0.alloc(Self::layout(len)) } as usize;
+        assert_ne!(p, 0, "an allocation of {len} bytes failed");
+        fill(p, len, byte);
+        p
+    }
+
+    fn free(&self, p: usize, len: usize) {
+        use std::alloc::GlobalAlloc;
+        // SAFETY: p is a live block of this arena allocated with this layout.
+        unsafe { self.0.dealloc(p as *mut u8, Self::layout(len)) };
+    }
+
+    /// A decay pass now with a decay time of 0: every free dirty extent goes.
+    fn decay(&self) {
+        let a = hugealloc::testing::registry::arena(self.0.index());
+        a.set_dirty_decay_ms(0);
+        a.decay_now();
+        a.set_dirty_decay_ms(-1);
+    }
+
+    fn stats(&self) -> hugealloc::testing::arena::ArenaStats {
+        hugealloc::testing::registry::arena(self.0.index())
+            .snapshot()
+            .arena
+    }
+}
+
+#[test]
+fn an_8_mib_block_of_a_2m_arena_lies_in_2m_pages_that_go_back_whole() {
+    let size = HugePageSize::Size2M;
+    let Some(pool) = Pool::set("8 MiB block, 2M arena", size, 8) else {
+        return;
+    };
+    let a = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let p = a.alloc(8 << 20, 0x5c);
+    let m = mapping_of(p);
+    assert_eq!(m.kernel_page_kb, 2048, "{m:?}");
+    assert_eq!(m.hugetlb_kb(), 8192, "{m:?}");
+    assert_eq!(pool.free(), 4, "HugePages_Free fell by the 4 pages touched");
+    let s = a.stats();
+    assert_eq!(s.hugetlb_bytes, 8 << 20);
+    assert_eq!(s.hugetlb_free_bytes, 0);
+    assert_eq!(s.hugetlb_fallbacks, 0);
+    let stat = |name: &str| -> u64 {
+        let name = format!("stats.arenas.{}.hugetlb.{name}", a.0.index());
+        match hugealloc::ctl::read(&name) {
+            Ok(hugealloc::CtlValue::Size(n)) => n as u64,
+            Ok(hugealloc::CtlValue::U64(n)) => n,
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    assert_eq!(
+        [
+            stat("mapped"),
+            stat("active"),
+            stat("reserved"),
+            stat("fallbacks")
+        ],
+        [8 << 20, 8 << 20, 0, 0]
+    );
+    a.free(p, 8 << 20);
+    assert_eq!(
+        a.stats().hugetlb_free_bytes,
+        8 << 20,
+        "free, not yet decayed"
+    );
+    assert_eq!(pool.free(), 4);
+    a.decay();
+    assert_eq!(pool.free(), 8, "decay gave the free pages back to the pool");
+    let s = a.stats();
+    assert_eq!((s.hugetlb_bytes, s.hugetlb_free_bytes), (0, 0));
+    assert_eq!(s.hugetlb_returned_bytes, 8 << 20);
+    assert_eq!(s.chunks, 0, "the arena holds no chunk any more");
+}
+
+#[test]
+fn a_1g_arena_carves_a_page_and_gives_it_back_once_all_its_chunks_are_free() {
+    let size = HugePageSize::Size1G;
+    let old = os::hugetlb_pool(size).map_or(0, |p| p.total);
+    let Some(pool) = Pool::set("1G arena", size, old + 1) else {
+        return;
+    };
+    let free_before = pool.free();
+    let a = TestArena::new(hugealloc::Hugetlb::Pages1G);
+    let p = a.alloc(8 << 20, 1);
+    let q = a.alloc(4 << 20, 2);
+    for x in [p, q] {
+        let m = mapping_of(x);
+        assert_eq!(m.kernel_page_kb, 1048576, "{m:?}");
+    }
+    assert_eq!(p / GIB, q / GIB, "both blocks carved from one page");
+    assert_eq!(pool.free(), free_before - 1);
+    assert_eq!(a.stats().hugetlb_bytes, GIB as u64);
+    // Part of the page is free, part in use: nothing can go back.
+    a.free(p, 8 << 20);
+    a.decay();
+    assert_eq!(
+        pool.free(),
+        free_before - 1,
+        "the page is still partly in use"
+    );
+    // The kept chunks are reused, and zeroed where asked.
+    {
+        use std::alloc::GlobalAlloc;
+        let l = TestArena::layout(8 << 20);
+        // SAFETY: the size is not zero.
+        let z = unsafe { a.0.alloc_zeroed(l) } as usize;
+        assert_eq!(z / GIB, p / GIB, "the page's free chunks are reused");
+        assert!(
+            all_equal(z, 8 << 20, 0),
+            "a kept chunk is zeroed for alloc_zeroed"
+        );
+        a.free(z, 8 << 20);
+    }
+    a.free(q, 4 << 20);
+    a.decay();
+    assert_eq!(pool.free(), free_before, "the whole page went back");
+    let s = a.stats();
+    assert_eq!((s.hugetlb_bytes, s.chunks), (0, 0));
+    assert_eq!(s.hugetlb_returned_bytes, GIB as u64);
+}
+
+#[test]
+fn a_2m_arena_with_an_empty_pool_serves_every_allocation_and_counts_the_fallbacks() {
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = Pool::set("empty pool, arena", size, 0) else {
+        return;
+    };
+    let global_before = hugealloc::testing::hugetlb::HUGETLB
+        .stats
+        .fallbacks
+        .load(Ordering::Relaxed);
+    let a = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let mut blocks = Vec::new();
+    for i in 0..600usize {
+        let len = [24, 3000, 100_000, 3 << 20][i % 4];
+        blocks.push((a.alloc(len, i as u8), len));
+    }
+    let s = a.stats();
+    assert_eq!(s.hugetlb_bytes, 0);
+    assert!(s.hugetlb_fallbacks >= 150, "{s:?}");
+    assert_eq!(
+        s.hugetlb_fallbacks,
+        hugealloc::testing::hugetlb::HUGETLB
+            .stats
+            .fallbacks
+            .load(Ordering::Relaxed)
+            - global_before,
+        "each fallback of the arena is one of the source"
+    );
+    assert_eq!(mapping_of(blocks[3].0).kernel_page_kb, 4);
+    for (p, len) in blocks {
+        a.free(p, len);
+    }
+}
+
+#[test]
+fn a_2m_arena_with_a_pool_too_small_takes_what_there_is_then_falls_back() {
+    let size = HugePageSize::Size2M;
+    let Some(pool) = Pool::set("small pool, arena", size, 3) else {
+        return;
+    };
+    let a = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let blocks: Vec<usize> = (0..5).map(|i| a.alloc(CHUNK, i)).collect();
+    let pages: Vec<u64> = blocks
+        .iter()
+        .map(|&p| mapping_of(p).kernel_page_kb)
+        .collect();
+    assert_eq!(pages, [2048, 2048, 2048, 4, 4]);
+    let s = a.stats();
+    assert_eq!(s.hugetlb_fallbacks, 2);
+    assert_eq!(s.hugetlb_bytes, 3 * CHUNK as u64);
+    assert_eq!(pool.free(), 0);
+    for p in blocks {
+        a.free(p, CHUNK);
+    }
+    a.decay();
+    assert_eq!(pool.free(), 3);
+    assert_eq!(a.stats().hugetlb_bytes, 0);
+}
+
+#[test]
+fn a_fork_child_uses_the_blocks_of_a_hugetlb_arena() {
+    let size = HugePageSize::Size2M;
+    let Some(pool) = Pool::set("fork, arena", size, 6) else {
+        return;
+    };
+    let a = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let p = a.alloc(4 << 20, 0x11);
+    assert_eq!(mapping_of(p).kernel_page_kb, 2048);
+    let status = fork_and_rewrite(p, 4 << 20, 0x11, 0x22);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status:#x}"
+    );
+    assert!(
+        all_equal(p, 4 << 20, 0x11),
+        "the child's writes stay in the child"
+    );
+    assert_eq!(pool.free(), 4, "the child's copies went back to the pool");
+    a.free(p, 4 << 20);
+    a.decay();
+    assert_eq!(pool.free(), 6);
+}
+
+/// Runs helper test `name` (ignored, it does nothing unless asked) in a process of its own,
+/// with `conf` as `HUGEALLOC_CONF`: a fresh allocator, whose once-per-process warnings and
+/// pages are its own. Returns its stdout and stderr after checking that it passed.
+fn run_child(name: &str, conf: &str) -> (String, String) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(OPT_CHILD, name)
+        .env("HUGEALLOC_CONF", conf)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{name}: {stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("{name} checked")),
+        "{name}: {stdout}\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// Whether this process is the child `run_child` started for helper `name`.
+fn is_child(name: &str) -> bool {
+    std::env::var(OPT_CHILD).is_ok_and(|v| v == name)
+}
+
+#[test]
+fn two_arenas_with_different_page_sources_keep_their_page_sizes() {
+    let size = HugePageSize::Size2M;
+    let Some(pool) = Pool::set("two arenas", size, 4) else {
+        return;
+    };
+    run_child("child_two_arenas", "");
+    assert_eq!(pool.free(), 4, "the child's pages went back at its exit");
+}
+
+#[test]
+#[ignore = "a helper: two_arenas_with_different_page_sources_keep_their_page_sizes runs it"]
+fn child_two_arenas() {
+    if !is_child("child_two_arenas") {
+        return;
+    }
+    let free = || pool(HugePageSize::Size2M).free;
+    let h = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let t = TestArena::with_thp(hugealloc::Thp::Never, hugealloc::Hugetlb::Off);
+    let ph = h.alloc(4 << 20, 1);
+    let pt = t.alloc(4 << 20, 2);
+    let small_h = h.alloc(1000, 3);
+    let small_t = t.alloc(1000, 4);
+    assert_eq!(mapping_of(ph).kernel_page_kb, 2048);
+    assert_eq!(mapping_of(small_h).kernel_page_kb, 2048, "page chunks too");
+    for p in [pt, small_t] {
+        let m = mapping_of(p);
+        assert_eq!(m.kernel_page_kb, 4, "{m:?}");
+        assert_eq!(m.hugetlb_kb(), 0, "{m:?}");
+    }
+    assert_eq!(t.stats().hugetlb_bytes, 0);
+    assert_eq!(h.stats().hugetlb_bytes, 3 * CHUNK as u64);
+    assert_eq!(free(), 1);
+    h.free(ph, 4 << 20);
+    t.free(pt, 4 << 20);
+    h.decay();
+    assert_eq!(
+        h.stats().hugetlb_bytes,
+        CHUNK as u64,
+        "the page chunk stays"
+    );
+    assert_eq!(free(), 3);
+    println!("child_two_arenas checked");
+}
+
+#[test]
+fn an_empty_pool_under_hugetlb_2m_warns_once_and_every_allocation_succeeds() {
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = Pool::set("empty pool, warned once", size, 0) else {
+        return;
+    };
+    let (_, err) = run_child("child_empty_pool", "hugetlb:2M");
+    assert_eq!(err.matches("hugealloc: ").count(), 1, "warned once: {err}");
+    assert!(
+        err.contains("hugealloc: hugetlb:2M: the 2M hugetlb pool is empty (nr_hugepages 0)"),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "a helper: an_empty_pool_under_hugetlb_2m_warns_once_and_every_allocation_succeeds"]
+fn child_empty_pool() {
+    if !is_child("child_empty_pool") {
+        return;
+    }
+    let mut blocks = Vec::new();
+    for i in 0..2000usize {
+        let len = [24, 3000, 100_000, 3 << 20, 9 << 20][i % 5];
+        let p = hugealloc::testing::alloc::alloc(len, 16);
+        assert!(!p.is_null(), "alloc({len}) failed");
+        fill(p as usize, len.min(4096), 1);
+        blocks.push(p);
+    }
+    let a0 = hugealloc::Arena::from_index(0).unwrap();
+    assert_eq!(a0.hugetlb(), hugealloc::Hugetlb::Pages2M);
+    let mut fallbacks = 0;
+    for i in 0..hugealloc::testing::registry::narenas() {
+        let s = hugealloc::testing::registry::arena(i).snapshot().arena;
+        assert_eq!(s.hugetlb_bytes, 0);
+        fallbacks += s.hugetlb_fallbacks;
+    }
+    assert!(fallbacks >= 400, "{fallbacks}");
+    assert_eq!(
+        fallbacks,
+        hugealloc::testing::hugetlb::HUGETLB
+            .stats
+            .fallbacks
+            .load(Ordering::Relaxed),
+        "the arenas' fallbacks are the source's"
+    );
+    for p in blocks {
+        // SAFETY: p is a live block.
+        unsafe { hugealloc::testing::alloc::free(p) };
+    }
+    println!("child_empty_pool checked");
+}
+
+#[test]
+fn a_fork_with_the_pool_short_of_headroom_warns_once() {
+    let size = HugePageSize::Size2M;
+    let Some(_pool) = Pool::set("fork headroom, arena", size, 2) else {
+        return;
+    };
+    let (_, err) = run_child("child_fork_headroom", "");
+    assert_eq!(err.matches("hugealloc: ").count(), 1, "warned once: {err}");
+    assert!(
+        err.contains("fork with 2 hugetlb pages of 2M mapped and 0 available in the pool"),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "a helper: a_fork_with_the_pool_short_of_headroom_warns_once runs it"]
+fn child_fork_headroom() {
+    if !is_child("child_fork_headroom") {
+        return;
+    }
+    let a = TestArena::new(hugealloc::Hugetlb::Pages2M);
+    let p = a.alloc(4 << 20, 0x11);
+    assert_eq!(pool(HugePageSize::Size2M).free, 0);
+    // The prepare handler checks the headroom at each fork; the children exit at once.
+    for _ in 0..2 {
+        // SAFETY: the child only `_exit`s.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: leaves at once.
+            unsafe { libc::_exit(0) };
+        }
+        let mut st = 0;
+        // SAFETY: waits for our own child.
+        unsafe { libc::waitpid(pid, &mut st, 0) };
+    }
+    a.free(p, 4 << 20);
+    println!("child_fork_headroom checked");
+}
+
+#[test]
+fn an_arenas_page_source_reads_and_writes_through_ctl_until_it_holds_chunks() {
+    use hugealloc::ctl::{self, CtlError, CtlValue};
+    // Its fallbacks count in the source's figures, which other tests compare.
+    let _lock = PoolLock::take();
+    let a = hugealloc::Arena::new(hugealloc::Thp::Default).unwrap();
+    let name = format!("arena.{}.hugetlb", a.index());
+    let read = || match ctl::read(&name) {
+        Ok(CtlValue::Str(s)) => s.to_str().unwrap().to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(read(), "off");
+    assert!(ctl::write(&name, CtlValue::Str(c"2M")).is_ok());
+    assert_eq!(read(), "2M");
+    assert_eq!(a.hugetlb(), hugealloc::Hugetlb::Pages2M);
+    assert_eq!(
+        ctl::write(&name, CtlValue::Str(c"4K")),
+        Err(CtlError::BadValue)
+    );
+    let t = TestArena(a);
+    let p = t.alloc(CHUNK, 1);
+    assert_eq!(
+        ctl::write(&name, CtlValue::Str(c"1G")),
+        Err(CtlError::ReadOnly),
+        "the arena holds chunks now"
+    );
+    assert!(!a.set_hugetlb(hugealloc::Hugetlb::Off));
+    assert_eq!(read(), "2M");
+    t.free(p, CHUNK);
+    t.decay();
+    assert!(ctl::read("arena.100000.hugetlb").is_err());
+}
+
+/// Test binary `name` of this package, built beside this one (`cargo test` builds every test
+/// binary before it runs any): the newest `<name>-<hash>` in this binary's folder.
+fn sibling_test_binary(name: &str) -> Option<std::path::PathBuf> {
+    let me = std::env::current_exe().ok()?;
+    let prefix = format!("{name}-");
+    std::fs::read_dir(me.parent()?)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let f = e.file_name().to_string_lossy().into_owned();
+            f.strip_prefix(&prefix)
+                .is_some_and(|h| h.chars().all(|c| c.is_ascii_hexdigit()))
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max()
+        .map(|(_, p)| p)
+}
+
+#[test]
+fn the_proptest_model_and_thread_churn_run_on_hugetlb_arenas() {
+    // The model (`tests/model.rs`) and the churn test (`tests/churn.rs`) as they are, in their
+    // own processes, with every arena drawing from a 2M pool of 48 pages: blocks up to 64 MiB
+    // find it short at times, so both the pool and the fallback serve.
+    let Some(_pool) = Pool::set("model and churn", HugePageSize::Size2M, 48) else {
+        return;
+    };
+    for name in ["model", "churn"] {
+        let Some(exe) = sibling_test_binary(name) else {
+            eprintln!(
+                "{name} on hugetlb: skipped: build it first \
+                 (cargo test -p hugealloc --release --test {name} --no-run)"
+            );
+            continue;
+        };
+        let out = std::process::Command::new(&exe)
+            .arg("--test-threads=1")
+            .env(
+                "HUGEALLOC_CONF",
+                "hugetlb:2M,stats_print:true,stats_print_opts:f",
+            )
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{name}: {stdout}\n{stderr}");
+        assert!(stdout.contains("test result: ok"), "{name}: {stdout}");
+        // The process's own merged figures at exit: pages were had from the pool.
+        let figure = |key: &str| -> u64 {
+            let key = format!("hugealloc: stats.arenas.4096.hugetlb.{key}: ");
+            let line = stderr.lines().find(|l| l.starts_with(&key));
+            line.map_or_else(
+                || panic!("{name}: no {key} in {stderr}"),
+                |l| l[key.len()..].trim().parse().unwrap(),
+            )
+        };
+        let used = figure("mapped") + figure("returned");
+        assert!(used > 0, "{name} got no hugetlb page: {stderr}");
+    }
 }

@@ -207,6 +207,11 @@ size_t hugealloc_nallocx(size_t size, int flags);
  *   arena.<i>.thp        const char *  rw      arena i's THP policy: "always", "madvise",
  *                                              "never", "default" or "defer" (chunks mapped
  *                                              later; "defer" starts the background thread)
+ *   arena.<i>.hugetlb    const char *  rw      arena i's page source: "off", "2M" or "1G"
+ *                                              (chunks from that hugetlb pool, ordinary memory
+ *                                              with a counted fallback when it runs dry);
+ *                                              writable while the arena holds no chunk, EPERM
+ *                                              after (docs/hugetlb.md)
  *   arena.<i>.dirty_decay_ms ssize_t   rw      arena i's decay time; -1 never
  * heap profiling (ENOENT unless started with prof:true; see docs/profiling.md):
  *   prof.active          bool          rw      whether allocations are sampled
@@ -221,7 +226,11 @@ size_t hugealloc_nallocx(size_t size, int flags);
  *   opt.<option>         bool, unsigned, size_t, ssize_t or const char *: every option's
  *                        effective value, read-only (opt.narenas, opt.thp, opt.tcache_max...)
  *   stats.arenas.<i>.<figure>          arena i's figures (i = 4096: all merged): nthreads,
- *                        pactive, pdirty, mapped, small.allocated, large.nmalloc, lock_waits...
+ *                        pactive, pdirty, mapped, small.allocated, large.nmalloc, lock_waits,
+ *                        hugetlb.mapped, hugetlb.active, hugetlb.reserved (bytes of hugetlb
+ *                        chunks held, in use, from hugetlb_reserve), hugetlb.fallbacks (hugetlb
+ *                        requests served from ordinary memory), hugetlb.returned (bytes given
+ *                        back whole)...
  *   stats.arenas.<i>.bins.<j>.<figure> small class j of arena i: size, nmalloc, ndalloc,
  *                        curregs, curslabs, nfills, nflushes, lock_waits
  * and the process-wide figures:

@@ -172,6 +172,25 @@ fn thp_reports_the_system_setting() {
         }
         Err(_) => assert!(text.contains("not available"), "{text}"),
     }
+    // Both hugetlb pools, as sysfs has them, and the command that reserves pages.
+    for (kb, name) in [("2048kB", "2M"), ("1048576kB", "1G")] {
+        let dir = format!("/sys/kernel/mm/hugepages/hugepages-{kb}/");
+        match std::fs::read_to_string(format!("{dir}nr_hugepages")) {
+            Ok(nr) => {
+                let line = format!("  {name}: nr_hugepages {}, ", nr.trim());
+                assert!(text.contains(&line), "{line}: {text}");
+            }
+            Err(_) => assert!(text.contains(&format!("  {name}: no pool")), "{text}"),
+        }
+        assert!(
+            text.contains(&format!("echo N > {dir}nr_hugepages")),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains("a test page can be had") || text.contains("no test page ("),
+        "{text}"
+    );
 }
 
 #[test]

@@ -468,6 +468,19 @@ fn ctl_arena_thp(ix: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'stat
     Ok(CtlValue::Str(thp_cstr(old)))
 }
 
+fn ctl_arena_hugetlb(ix: [usize; 2], new: Option<CtlValue>) -> Result<CtlValue<'static>, CtlError> {
+    let a = arena_of(ix[0])?;
+    let old = a.hugetlb();
+    if let Some(CtlValue::Str(s)) = new {
+        let source = Hugetlb::parse(s.to_bytes()).ok_or(CtlError::BadValue)?;
+        if !a.set_hugetlb(source) {
+            // The arena's chunks already came from the old source.
+            return Err(CtlError::ReadOnly);
+        }
+    }
+    Ok(CtlValue::Str(hugetlb_cstr(old)))
+}
+
 fn ctl_arena_decay_ms(
     ix: [usize; 2],
     new: Option<CtlValue>,
@@ -536,6 +549,8 @@ pub(crate) static CTL_TABLE: &[CtlRow] = &[
         "purges arena i's free chunks dirty for longer than its decay time, now (i = 4096: every arena)"),
     fixed("arena.<i>.thp", STR, true, ctl_arena_thp,
         "arena i's THP policy: always, madvise, never or default; applies to chunks put to use afterwards"),
+    fixed("arena.<i>.hugetlb", STR, true, ctl_arena_hugetlb,
+        "arena i's page source: off, 2M or 1G (hugetlb pools); writable while the arena holds no chunk (EPERM after)"),
     fixed("arena.<i>.dirty_decay_ms", I64, true, ctl_arena_decay_ms,
         "arena i's decay time (a write gives the arena its own); -1 never"),
     // ---- heap profiling (`prof.rs`); ENOENT unless `opt.prof`

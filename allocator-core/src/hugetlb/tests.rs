@@ -43,6 +43,10 @@ fn merging_keeps_backings_and_1g_pages_apart() {
     assert!(Backing::Pages1G.may_merge(a, Backing::Pages1G, a + 511 * CHUNK));
     // The last chunk of one 1 GiB page and the first of the next go back separately.
     assert!(!Backing::Pages1G.may_merge(a + 511 * CHUNK, Backing::Pages1G, a + GIB));
+    assert!(!Backing::Pages1G.may_merge(a + GIB, Backing::Pages1G, a + 511 * CHUNK));
+    // A block of 600 chunks spans two pages from the start: the free rest of its second page
+    // joins it, so both pages can go back.
+    assert!(Backing::Pages1G.may_merge(a, Backing::Pages1G, a + 600 * CHUNK));
 }
 
 #[test]

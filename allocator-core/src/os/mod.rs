@@ -190,7 +190,8 @@ fn read_pool_counter(size: HugePageSize, file: &str) -> Option<u64> {
     set_errno(saved);
     let n = n?;
     let mut v: u64 = 0;
-    for &c in buf[..n].iter().take_while(|c| c.is_ascii_digit()) {
+    // `get`: `read_file` returns at most `buf.len()`, but that is not visible here (no_panic).
+    for &c in buf.get(..n)?.iter().take_while(|c| c.is_ascii_digit()) {
         v = v.saturating_mul(10).saturating_add(u64::from(c - b'0'));
     }
     Some(v)

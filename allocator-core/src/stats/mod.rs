@@ -217,6 +217,11 @@ impl ArenaSource<'_> {
         self.snap.bins.iter().map(|b| b.nfree).sum()
     }
 
+    fn hugetlb_active(&self) -> u64 {
+        let a = &self.snap.arena;
+        a.hugetlb_bytes.saturating_sub(a.hugetlb_free_bytes)
+    }
+
     fn lock_waits(&self) -> u64 {
         self.arena.inner.contended()
     }

@@ -45,7 +45,9 @@ COMMANDS
             With --svg, also writes OUT: a flame graph of live bytes by stack (the
             allocator's own frames left out), to open in a browser.
     thp     Prints the system's transparent huge page settings, whether an 8 MiB test
-            allocation advised MADV_HUGEPAGE really gets huge pages, and what to change.
+            allocation advised MADV_HUGEPAGE really gets huge pages, and what to change; then
+            the explicit huge page pools (2M and 1G: pages, free, reserved), whether a test
+            page can be had from each, and the command that reserves pages (docs/hugetlb.md).
     lib     Prints the path of the library `run` would preload.
     pkg-config
             Prints a hugealloc.pc: for the library found (and this source tree's headers), or
@@ -507,12 +509,58 @@ fn anon_huge_pages_kb(addr: usize) -> Option<u64> {
 }
 
 fn thp() -> Result<ExitCode, String> {
+    thp_transparent()?;
+    hugetlb_pools();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The explicit huge page pools (`hugetlb:2M|1G`): sizes, whether a test page can be had
+/// (`hugetlb::probe` maps, faults and unmaps one; the pool is as before afterwards), and how
+/// to reserve pages.
+fn hugetlb_pools() {
+    // The pool reader and probe are internals (`testing`); a public pool report beside
+    // `ThpStatus` would be the better way in.
+    use hugealloc::testing::os::{hugetlb_pool, HugePageSize};
+    println!();
+    println!("explicit huge pages (hugetlb pools, /sys/kernel/mm/hugepages; hugetlb:2M|1G):");
+    let mut any_free = false;
+    for size in HugePageSize::ALL {
+        let name = size.name();
+        let Some(pool) = hugetlb_pool(size) else {
+            println!("  {name}: no pool ({} is missing)", size.sysfs_dir());
+            continue;
+        };
+        let test = match hugealloc::testing::hugetlb::probe(size) {
+            Ok(()) => {
+                any_free = true;
+                "a test page can be had".to_string()
+            }
+            Err(cause) => format!("no test page ({})", cause.name()),
+        };
+        println!(
+            "  {name}: nr_hugepages {}, free_hugepages {}, resv_hugepages {}; {test}",
+            pool.total, pool.free, pool.reserved
+        );
+    }
+    println!("  reserve pages (root; N pages of that size):");
+    for size in HugePageSize::ALL {
+        println!("    echo N > {}nr_hugepages", size.sysfs_dir());
+    }
+    if any_free {
+        println!("  then run with HUGEALLOC_CONF=hugetlb:2M (or hugetlb:1G); see docs/hugetlb.md.");
+    } else {
+        println!("  until then hugetlb:2M|1G falls back to ordinary memory (one warning).");
+    }
+}
+
+/// The transparent huge page settings, a test allocation and the verdict.
+fn thp_transparent() -> Result<(), String> {
     println!("transparent huge pages ({THP_DIR}):");
     let Some(enabled) = read_setting("enabled") else {
         println!("  not available: {THP_DIR}/enabled is missing (a kernel without");
         println!("  CONFIG_TRANSPARENT_HUGEPAGE, or a container hiding /sys).");
         println!("  hugealloc gives no huge page advice here; nothing to change in hugealloc.");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     };
     let defrag = read_setting("defrag").unwrap_or_default();
     let settings = [
@@ -638,7 +686,7 @@ fn thp() -> Result<ExitCode, String> {
         );
     }
     defer_choice(&pmd_mode, active(&defrag));
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 // ---- profile -------------------------------------------------------------------------------
