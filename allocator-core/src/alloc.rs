@@ -16,6 +16,10 @@ use crate::tcache::{FAST_MAX, NBINS};
 use crate::thread;
 use core::ptr::{self, null_mut};
 
+mod debug;
+use debug::{alloc_arena_debug, free_debug};
+pub use debug::{usable_of, JUNK_ALLOC, JUNK_FREE, REDZONE};
+
 // `free` finds a page's index by masking the address (see there).
 const _: () = assert!(CHUNK_PAGES.is_power_of_two() && CHUNK_PAGES << crate::os::LG_PAGE == CHUNK);
 
@@ -213,139 +217,6 @@ fn alloc_arena_plain(
         arena.large_alloc(class, align, zero)
     } else {
         arena.huge_alloc(class, size, align, zero)
-    }
-}
-
-// ---- debug modes (`junk`, `zero`, `check:full`) -------------------------------------------
-
-/// Under `check:full`, every small block ends in a redzone: `REDZONE_BYTE`s after the
-/// requested bytes, then the requested size as a little-endian `u32` in the block's last four
-/// bytes. Requests are served from the class of `size + REDZONE`, so every small block has
-/// one and `free` checks it; blocks that become large through the extra bytes have none.
-pub const REDZONE: usize = 16;
-const REDZONE_BYTE: u8 = 0xfe;
-/// jemalloc's junk bytes: new blocks, freed blocks.
-pub const JUNK_ALLOC: u8 = 0xa5;
-pub const JUNK_FREE: u8 = 0x5a;
-/// Small blocks are junk-filled whole; larger ones only this many bytes at each end. Filling
-/// a whole large or huge block faults in every page of it, where programs often touch only the
-/// start of a big buffer: `sort` of a 10 MB file reached 789 MB of peak RSS under `junk:true`
-/// against 111 MB without (its buffer is sized for far more than the file).
-pub const JUNK_EDGE: usize = 4096;
-
-/// Fills `len` bytes at `p` with `byte`: all of a small block, the first and last
-/// `JUNK_EDGE` bytes of a larger one.
-///
-/// # Safety
-/// `p` is valid for writes of `len` bytes.
-unsafe fn junk(p: *mut u8, len: usize, byte: u8, small: bool) {
-    // SAFETY: both ranges lie inside the caller's `len` bytes.
-    unsafe {
-        if small || len <= 2 * JUNK_EDGE {
-            ptr::write_bytes(p, byte, len);
-        } else {
-            ptr::write_bytes(p, byte, JUNK_EDGE);
-            ptr::write_bytes(p.add(len - JUNK_EDGE), byte, JUNK_EDGE);
-        }
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn alloc_arena_debug(
-    arena: &arena::Arena,
-    size: usize,
-    align: usize,
-    zero: bool,
-    debug: u8,
-) -> *mut u8 {
-    let full = debug & diag::DEBUG_FULL != 0;
-    let zero = zero || debug & diag::DEBUG_ZERO != 0;
-    let want = if full {
-        size.saturating_add(REDZONE)
-    } else {
-        size
-    };
-    let Some(class) = class_for(want, align) else {
-        return null_mut();
-    };
-    let p = alloc_arena_plain(arena, class, want, align, zero);
-    if p.is_null() {
-        return p;
-    }
-    if full && is_small(class) {
-        let usable = class_size(class);
-        // SAFETY: p is a live block of `usable` bytes and usable >= size + REDZONE.
-        unsafe {
-            ptr::write_bytes(p.add(size), REDZONE_BYTE, usable - 4 - size);
-            ptr::copy_nonoverlapping((size as u32).to_le_bytes().as_ptr(), p.add(usable - 4), 4);
-        }
-    }
-    if !zero && debug & (diag::DEBUG_JUNK | diag::DEBUG_FULL) != 0 {
-        // SAFETY: p is a live block of at least `size` bytes.
-        unsafe { junk(p, size, JUNK_ALLOC, is_small(class)) };
-    }
-    p
-}
-
-/// The requested size stored in a small block's redzone (`check:full`); aborts naming the
-/// block when the redzone was overwritten.
-fn redzone_size(p: *mut u8, class: usize) -> usize {
-    let usable = class_size(class);
-    let mut word = [0u8; 4];
-    // SAFETY: p is a live small block of `usable` bytes (the caller looked it up).
-    unsafe { ptr::copy_nonoverlapping(p.add(usable - 4), word.as_mut_ptr(), 4) };
-    let size = u32::from_le_bytes(word) as usize;
-    if size + REDZONE > usable {
-        diag::fatal_ptr(
-            "heap overflow: the size kept after a block was overwritten:",
-            p,
-        );
-    }
-    // SAFETY: bytes size..usable-4 lie inside the block.
-    let zone = unsafe { core::slice::from_raw_parts(p.add(size), usable - 4 - size) };
-    if zone.iter().any(|&b| b != REDZONE_BYTE) {
-        diag::fatal_ptr(
-            "heap overflow: the redzone after a block was overwritten:",
-            p,
-        );
-    }
-    size
-}
-
-/// The usable size of a live block, as the program sees it: under `check:full` a small
-/// block's requested size (what lies beyond is the redzone).
-pub fn usable_of(p: *mut u8, owner: &Owner) -> usize {
-    match *owner {
-        Owner::Small { class, .. } if diag::debug() & diag::DEBUG_FULL != 0 => {
-            redzone_size(p, class)
-        }
-        Owner::Small { class, .. } | Owner::Large { class, .. } => class_size(class),
-        // SAFETY: owner_of checked the extent is a live huge block.
-        Owner::Huge { extent } => unsafe { class_size((*extent).class as usize) },
-    }
-}
-
-/// Checks and junk-fills a block about to be freed (debug modes).
-#[cold]
-#[inline(never)]
-fn free_debug(owner: &Owner, p: *mut u8, debug: u8) {
-    if let Owner::Small { slab, .. } = *owner {
-        // A second free of a block already back in its slab must abort before the fill, which
-        // would write into whoever holds the block now. (Read without the bin lock: a race
-        // with another thread's free of the same block is itself the bug being caught.)
-        // SAFETY: owner_of returned the live slab holding p.
-        match unsafe { (*slab).index_of(p as usize).map(|i| (*slab).free.get(i)) } {
-            None => diag::fatal_ptr("free of a pointer inside a block (not its start):", p),
-            Some(true) => diag::fatal_ptr("double free of", p),
-            Some(false) => {}
-        }
-    }
-    let usable = usable_of(p, owner);
-    if debug & (diag::DEBUG_JUNK | diag::DEBUG_FULL) != 0 {
-        let small = matches!(owner, Owner::Small { .. });
-        // SAFETY: p is a live block of at least `usable` bytes, being freed.
-        unsafe { junk(p, usable, JUNK_FREE, small) };
     }
 }
 

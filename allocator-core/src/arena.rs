@@ -223,10 +223,14 @@ impl Arena {
     /// (fewer only when out of memory). Takes the bin lock once.
     pub fn bin_fill(&self, class: usize, out: &mut [*mut u8]) -> usize {
         let mut grew = false;
-        let n = self.bin(class).lock().fill(out, || {
-            grew = true;
-            self.slab_new(class)
-        });
+        // SAFETY: `slab_new` returns null or a fresh slab of `class` of this arena, unlisted,
+        // that only this bin refers to (its page map words name it; no bin lists it).
+        let n = unsafe {
+            self.bin(class).lock().fill(out, || {
+                grew = true;
+                self.slab_new(class)
+            })
+        };
         if grew {
             self.maybe_decay();
         }
@@ -249,10 +253,15 @@ impl Arena {
     /// As `bin_flush`, with each pointer's slab already looked up (`slab_of`).
     pub(crate) fn bin_flush_slabs(&self, class: usize, items: &[(*mut u8, *mut Slab)]) {
         let mut released = false;
-        let r = self.bin(class).lock().flush(items, |s| {
-            released = true;
-            self.slab_release(s)
-        });
+        // SAFETY: the caller looked each slab up with `slab_of(p, class)`: the live slab of
+        // class `class` holding `p`, and (the caller grouped by home) one of this arena's, so
+        // one this bin owns.
+        let r = unsafe {
+            self.bin(class).lock().flush(items, |s| {
+                released = true;
+                self.slab_release(s)
+            })
+        };
         if let Err((p, what)) = r {
             diag::fatal_ptr(what, p);
         }

@@ -147,7 +147,15 @@ impl BinState {
 
     /// Fills `out` with up to `out.len()` free objects; `new_slab` supplies a fresh slab (or
     /// null when out of memory) whenever no slab has room. Returns how many were taken.
-    pub fn fill(&mut self, out: &mut [*mut u8], mut new_slab: impl FnMut() -> *mut Slab) -> usize {
+    ///
+    /// # Safety
+    /// Every slab `new_slab` returns is live, initialised for this bin's class, unlisted and
+    /// owned by this bin from then on (until `flush` or `drain_empty` hands it to `release`).
+    pub unsafe fn fill(
+        &mut self,
+        out: &mut [*mut u8],
+        mut new_slab: impl FnMut() -> *mut Slab,
+    ) -> usize {
         self.check_amortised();
         let mut n = 0;
         while n < out.len() {
@@ -173,8 +181,8 @@ impl BinState {
                 }
                 self.current = slab;
             }
-            // SAFETY: `slab` is live and owned by this bin.
-            n += unsafe { (*slab).take(&mut out[n..]) };
+            // SAFETY: `slab` is live and owned by this bin (the contract for new slabs).
+            n += unsafe { (*slab).take(out.get_mut(n..).unwrap_or(&mut [])) };
             // SAFETY: as above.
             unsafe { (*slab).check() };
         }
@@ -188,14 +196,18 @@ impl BinState {
     /// A slab that empties beyond the `KEEP_EMPTY` kept ones goes to `release`. Returns the
     /// first pointer that is not an object start or is already free, with what is wrong
     /// (the pointers before it were returned; the caller aborts).
-    pub fn flush(
+    ///
+    /// # Safety
+    /// Each item's slab is a live slab this bin owns (one `fill` took from it, and it was not
+    /// released since), and the bin's lock is held, as for every method here.
+    pub unsafe fn flush(
         &mut self,
         items: &[(*mut u8, *mut Slab)],
         mut release: impl FnMut(*mut Slab),
     ) -> Result<(), (*mut u8, &'static str)> {
         self.check_amortised();
         for &(p, slab) in items {
-            // SAFETY: the caller names each pointer's live slab of this bin; we hold its lock.
+            // SAFETY: the contract: each pointer's live slab of this bin, under its lock.
             let s = unsafe { &mut *slab };
             let Some(i) = s.index_of(p as usize) else {
                 return Err((p, "free of a pointer inside a block (not its start):"));
@@ -338,11 +350,13 @@ pub fn for_each_group<T>(
     while let Some(first) = items.first() {
         let home = key(first);
         // Moves the matches to the front: `k` of them so far, so `k <= i`; the swap is written
-        // with `split_at_mut` and `get_mut` so it compiles to no bounds check (`k == i` needs
+        // with `split_at_mut_checked` and `get_mut` so it compiles to no bounds check (`k == i` needs
         // no swap, and `k > i` cannot happen).
         let mut k = 0;
         for i in 0..items.len() {
-            let (before, from_i) = items.split_at_mut(i);
+            let Some((before, from_i)) = items.split_at_mut_checked(i) else {
+                break;
+            };
             let Some(item) = from_i.first_mut() else {
                 break;
             };
@@ -353,7 +367,10 @@ pub fn for_each_group<T>(
                 k += 1;
             }
         }
-        let (mine, rest) = items.split_at_mut(k);
+        // k <= len (the count of matches); `_checked` keeps the split free of a panic site.
+        let Some((mine, rest)) = items.split_at_mut_checked(k) else {
+            return;
+        };
         f(home, mine);
         items = rest;
     }
@@ -384,12 +401,15 @@ mod tests {
         let mut made = Vec::new();
         let mut next_addr = 0x100000;
         let mut out = std::vec![null_mut(); 20_000];
-        let n = bin.fill(&mut out, || {
-            let s = new_slab(next_addr, class);
-            next_addr += 0x10000;
-            made.push(s);
-            s
-        });
+        // SAFETY: each slab is fresh, of `class`, and given to the bin only.
+        let n = unsafe {
+            bin.fill(&mut out, || {
+                let s = new_slab(next_addr, class);
+                next_addr += 0x10000;
+                made.push(s);
+                s
+            })
+        };
         assert_eq!(n, out.len());
         assert!(made.len() > 500, "{} slabs", made.len());
         let owner = |p: *mut u8| -> *mut Slab {
@@ -407,7 +427,8 @@ mod tests {
                 if slab == bin.current || !first {
                     continue;
                 }
-                bin.flush(&[(p, slab)], |_| {}).unwrap();
+                // SAFETY: `slab` is the live test slab holding p, which this bin owns.
+                unsafe { bin.flush(&[(p, slab)], |_| {}) }.unwrap();
                 scans += (bin.ops_since_scan == 0) as usize;
             }
         }
@@ -433,12 +454,15 @@ mod tests {
         let mut made = Vec::new();
         let mut out = [null_mut(); 64];
         let mut next_addr = 0x100000;
-        let n = bin.fill(&mut out, || {
-            let s = new_slab(next_addr, class);
-            next_addr += 0x10000;
-            made.push(s);
-            s
-        });
+        // SAFETY: each slab is fresh, of `class`, and given to the bin only.
+        let n = unsafe {
+            bin.fill(&mut out, || {
+                let s = new_slab(next_addr, class);
+                next_addr += 0x10000;
+                made.push(s);
+                s
+            })
+        };
         assert_eq!(n, 64);
         assert!(made.len() >= 2, "1 KiB slabs hold fewer than 64 objects");
         let owner = |p: *mut u8| -> *mut Slab {
@@ -452,14 +476,16 @@ mod tests {
         };
         let items: Vec<_> = out.iter().map(|&p| (p, owner(p))).collect();
         let mut released = Vec::new();
-        bin.flush(&items, |s| released.push(s)).unwrap();
+        // SAFETY: each item names its live test slab, owned by this bin.
+        unsafe { bin.flush(&items, |s| released.push(s)) }.unwrap();
         // The current slab stays; of the others, one is kept empty and the rest released.
         assert_eq!(released.len(), made.len() - 2);
         assert_eq!(bin.stats.nslabs as usize, 2);
         assert_eq!(bin.stats.nfree, 64);
         // A double free is reported, naming the pointer.
         let cur = out.iter().position(|&p| owner(p) == bin.current).unwrap();
-        let err = bin.flush(&items[cur..cur + 1], |_| {});
+        // SAFETY: as above (the current slab is never released).
+        let err = unsafe { bin.flush(&items[cur..cur + 1], |_| {}) };
         assert_eq!(err, Err((out[cur], "double free of")));
         let mut drained = Vec::new();
         bin.drain_empty(|s| drained.push(s));

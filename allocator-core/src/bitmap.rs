@@ -102,6 +102,28 @@ impl<const W: usize> Bitmap<W> {
         None
     }
 
+    /// Clears the lowest `max` set bits (all of them when fewer are set), handing each index
+    /// to `f` in increasing order; returns how many. Works a word at a time: each bit costs a
+    /// count of trailing zeros and a clear of the lowest bit, each word one load and one
+    /// store, with no search restarted per bit (slab refill).
+    #[inline]
+    pub fn take_lowest(&mut self, max: usize, mut f: impl FnMut(usize)) -> usize {
+        let mut n = 0;
+        for (w, word) in self.words.iter_mut().enumerate() {
+            if n == max {
+                break;
+            }
+            let mut bits = *word;
+            while bits != 0 && n < max {
+                f(w * 64 + bits.trailing_zeros() as usize);
+                bits &= bits - 1;
+                n += 1;
+            }
+            *word = bits;
+        }
+        n
+    }
+
     /// The lowest set bit at or after `from`, below `Self::BITS`.
     pub fn next_set(&self, from: usize) -> Option<usize> {
         if from >= Self::BITS {
@@ -215,6 +237,47 @@ impl<const W: usize> Default for Bitmap<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn take_lowest_takes_the_lowest_set_bits_in_order_and_clears_them() {
+        // Patterns across word boundaries; the reference is next_set bit by bit.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..200 {
+            let mut m = Bitmap::<4>::new();
+            for w in 0..4 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                // Some empty and some full words.
+                m.words[w] = match (seed >> 60) % 4 {
+                    0 => 0,
+                    1 => u64::MAX,
+                    _ => seed,
+                };
+            }
+            let max = round % 300;
+            let mut want = std::vec::Vec::new();
+            let mut from = 0;
+            while want.len() < max {
+                let Some(i) = m.next_set(from) else {
+                    break;
+                };
+                want.push(i);
+                from = i + 1;
+            }
+            let mut left = m;
+            for &i in &want {
+                left.clear(i);
+            }
+            let mut got = std::vec::Vec::new();
+            assert_eq!(m.take_lowest(max, |i| got.push(i)), want.len());
+            assert_eq!(got, want, "round {round}");
+            assert_eq!(
+                m, left,
+                "round {round}: the taken bits, and only those, cleared"
+            );
+        }
+    }
 
     #[test]
     fn run_around_a_bit() {

@@ -49,21 +49,18 @@ impl Slab {
         self.free.set_range(0, nobjs);
     }
 
-    /// Takes up to `out.len()` free objects into `out`; returns how many.
+    /// Takes up to `out.len()` free objects into `out` (lowest addresses first); returns how
+    /// many.
     #[inline]
     pub fn take(&mut self, out: &mut [*mut u8]) -> usize {
-        let size = self.size as usize;
-        let mut n = 0;
-        let mut from = 0;
-        while n < out.len() {
-            let Some(i) = self.free.next_set(from) else {
-                break;
-            };
-            self.free.clear(i);
-            out[n] = (self.addr + i * size) as *mut u8;
-            n += 1;
-            from = i + 1;
-        }
+        let (addr, size) = (self.addr, self.size as usize);
+        let mut slots = out.iter_mut();
+        // A word of the bitmap at a time, lowest objects first (no search per object).
+        let n = self.free.take_lowest(slots.len(), |i| {
+            if let Some(slot) = slots.next() {
+                *slot = (addr + i * size) as *mut u8;
+            }
+        });
         self.nfree -= n as u32;
         n
     }

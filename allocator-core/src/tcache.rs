@@ -97,6 +97,20 @@ const SLAB_OBJS_CONST: [u16; NSMALL] = {
     t
 };
 
+/// The bin of `class` in `bins`; aborts on a class no bin holds (corrupt metadata: callers
+/// pass classes of cached blocks, all below `NBINS`).
+#[inline]
+fn bin_mut(bins: &mut [TBin; NBINS], class: usize) -> &mut TBin {
+    match bins.get_mut(class) {
+        Some(bin) => bin,
+        None => crate::diag::fatal_index(
+            "a thread cache bin of a class past the cached ones",
+            class,
+            NBINS,
+        ),
+    }
+}
+
 impl Tcache {
     /// Creates a thread cache in metadata memory; null when out of memory.
     pub fn create(arena: *const Arena, tcache_max: usize) -> *mut Tcache {
@@ -120,9 +134,9 @@ impl Tcache {
             t.sized_max = if profiling { 0 } else { FAST_MAX };
             t.block_bytes = bytes;
             let mut items = (tc as *mut u8).add(header) as *mut *mut u8;
-            for c in 0..NBINS {
+            for (c, bin) in t.bins.iter_mut().enumerate() {
                 let cap = bin_cap(c, tcache_max);
-                t.bins[c] = TBin {
+                *bin = TBin {
                     items,
                     count: 0,
                     cap: cap as u32,
@@ -142,9 +156,7 @@ impl Tcache {
         // SAFETY: per the contract tc is a live tcache owned by the caller.
         unsafe {
             let t = &mut *tc;
-            for c in 0..NBINS {
-                t.flush_bin(c, t.bins[c].count as usize);
-            }
+            t.flush_all();
             BASE.free(tc as *mut u8, t.block_bytes);
         }
     }
@@ -155,7 +167,7 @@ impl Tcache {
     pub fn alloc_slow(&mut self, class: usize) -> *mut u8 {
         self.check();
         self.gc_tick();
-        let bin = &mut self.bins[class];
+        let bin = bin_mut(&mut self.bins, class);
         bin.busy = true;
         let cap = bin.cap as usize;
         // SAFETY: the arena outlives every thread bound to it (arenas are never destroyed).
@@ -182,34 +194,44 @@ impl Tcache {
     pub fn free_slow(&mut self, class: usize, p: *mut u8) {
         self.check();
         self.gc_tick();
-        let bin = &mut self.bins[class];
+        let bin = bin_mut(&mut self.bins, class);
         bin.busy = true;
         let half = (bin.cap as usize).div_ceil(2);
         self.flush_bin(class, half);
-        let bin = &mut self.bins[class];
-        // SAFETY: flushing left room for at least one more pointer.
+        let bin = bin_mut(&mut self.bins, class);
+        if bin.count >= bin.cap {
+            // Only a bin of capacity 0 stays full; callers never cache into one.
+            crate::diag::fatal_index(
+                "a full thread cache bin",
+                bin.count as usize,
+                bin.cap as usize,
+            );
+        }
+        // SAFETY: count < cap: inside the bin's stack.
         unsafe { *bin.items.add(bin.count as usize) = p };
         bin.count += 1;
     }
 
     /// Returns the oldest `n` pointers of bin `class` to their arenas.
     pub fn flush_bin(&mut self, class: usize, n: usize) {
-        let bin = &mut self.bins[class];
-        let n = n.min(bin.count as usize);
+        let bin = bin_mut(&mut self.bins, class);
+        let count = bin.count as usize;
+        let n = n.min(count);
         if n == 0 {
             return;
         }
-        // SAFETY: items[0..count] are initialised cached pointers.
-        let items = unsafe { core::slice::from_raw_parts_mut(bin.items, bin.count as usize) };
-        flush_items(class, &mut items[..n]);
-        items.copy_within(n.., 0);
+        // SAFETY: items[0..count] are initialised cached pointers and n <= count.
+        let old = unsafe { core::slice::from_raw_parts_mut(bin.items, n) };
+        flush_items(class, old);
+        // SAFETY: n <= count: moves items[n..count] down to 0 (the ranges may overlap).
+        unsafe { core::ptr::copy(bin.items.add(n), bin.items, count - n) };
         bin.count -= n as u32;
     }
 
     /// Flushes every bin's contents (`thread.tcache.flush`).
     pub fn flush_all(&mut self) {
         for c in 0..NBINS {
-            self.flush_bin(c, self.bins[c].count as usize);
+            self.flush_bin(c, usize::MAX);
         }
     }
 
@@ -224,7 +246,7 @@ impl Tcache {
         for _ in 0..NBINS {
             let c = self.gc_next as usize;
             self.gc_next = (self.gc_next + 1) % NBINS as u32;
-            let bin = &mut self.bins[c];
+            let bin = bin_mut(&mut self.bins, c);
             if bin.count == 0 {
                 bin.busy = false;
                 continue;
@@ -257,10 +279,18 @@ impl Tcache {
 /// taking each arena's bin lock once per group. Each pointer's owner is looked up once (and
 /// checked to be of `class`: a sized free with a wrong size aborts here).
 pub fn flush_items(class: usize, items: &mut [*mut u8]) {
-    for batch in items.chunks_mut(CAP_MAX) {
+    // Batches of at most CAP_MAX (by `get`, not `chunks_mut`, whose split holds a panic site).
+    let mut start = 0;
+    while start < items.len() {
+        let end = items.len().min(start + CAP_MAX);
+        let Some(batch) = items.get_mut(start..end) else {
+            break;
+        };
+        start = end;
         if is_small(class) {
             let mut pairs = [(null_mut(), null_mut()); CAP_MAX];
-            let pairs = &mut pairs[..batch.len()];
+            // Every batch fits (at most CAP_MAX).
+            let pairs = pairs.get_mut(..batch.len()).unwrap_or(&mut []);
             for (pair, &p) in pairs.iter_mut().zip(batch.iter()) {
                 *pair = (p, arena::slab_of(p, class));
             }
@@ -273,7 +303,8 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
         } else {
             // (chunk, page) of each large block, looked up and checked once.
             let mut runs = [(null_mut(), 0usize); CAP_MAX];
-            let runs = &mut runs[..batch.len()];
+            // Every batch fits (at most CAP_MAX).
+            let runs = runs.get_mut(..batch.len()).unwrap_or(&mut []);
             for (run, &p) in runs.iter_mut().zip(batch.iter()) {
                 *run = match arena::owner_of(p) {
                     Owner::Large {

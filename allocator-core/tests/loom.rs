@@ -152,7 +152,8 @@ fn bin_refill_races_flush() {
         let bin = Arc::new(Mutex::new(BinState::new()));
         // The flushing thread starts with three objects of its own.
         let mut held = [std::ptr::null_mut(); 3];
-        assert_eq!(bin.lock().fill(&mut held, || pool.take()), 3);
+        // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+        assert_eq!(unsafe { bin.lock().fill(&mut held, || pool.take()) }, 3);
         let flusher = {
             let (pool, bin) = (pool.clone(), bin.clone());
             let held: Vec<usize> = held.iter().map(|&p| p as usize).collect();
@@ -162,12 +163,14 @@ fn bin_refill_races_flush() {
                     .map(|&p| (p as *mut u8, pool.owner(p as *mut u8)))
                     .collect();
                 let mut released = 0;
-                bin.lock().flush(&items, |_| released += 1).unwrap();
+                // SAFETY: each item names the live pool slab holding it, of that bin.
+                unsafe { bin.lock().flush(&items, |_| released += 1) }.unwrap();
                 released
             })
         };
         let mut got = [std::ptr::null_mut(); 3];
-        let n = bin.lock().fill(&mut got, || pool.take());
+        // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+        let n = unsafe { bin.lock().fill(&mut got, || pool.take()) };
         let released = flusher.join().unwrap();
         assert_eq!(n, 3);
         // Nothing handed out twice: the refill never returns an object still held.
@@ -190,13 +193,21 @@ fn remote_free_goes_home() {
         let bins = Arc::new([Mutex::new(BinState::new()), Mutex::new(BinState::new())]);
         // Thread 0 (arena 0) allocated two blocks and hands one to thread 1 (arena 1).
         let mut mine = [std::ptr::null_mut(); 2];
-        assert_eq!(bins[0].lock().fill(&mut mine, || pools[0].take()), 2);
+        // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+        assert_eq!(
+            unsafe { bins[0].lock().fill(&mut mine, || pools[0].take()) },
+            2
+        );
         let handed = mine[1] as usize;
         let remote = {
             let (pools, bins) = (pools.clone(), bins.clone());
             thread::spawn(move || {
                 let mut own = [std::ptr::null_mut(); 1];
-                assert_eq!(bins[1].lock().fill(&mut own, || pools[1].take()), 1);
+                // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+                assert_eq!(
+                    unsafe { bins[1].lock().fill(&mut own, || pools[1].take()) },
+                    1
+                );
                 // Thread 1's cache flushes a mixed batch: its own block and the remote one.
                 let mut batch: Vec<(*mut u8, *mut Slab)> = [own[0], handed as *mut u8]
                     .iter()
@@ -216,14 +227,19 @@ fn remote_free_goes_home() {
                     // SAFETY: pool slabs are live.
                     |&(_, s)| unsafe { (*s).arena },
                     |home, group| {
-                        bins[home as usize].lock().flush(group, |_| {}).unwrap();
+                        // SAFETY: each item names the live pool slab holding it, of that bin.
+                        unsafe { bins[home as usize].lock().flush(group, |_| {}) }.unwrap();
                     },
                 );
             })
         };
         // Meanwhile thread 0 keeps allocating from its own bin.
         let mut more = [std::ptr::null_mut(); 2];
-        assert_eq!(bins[0].lock().fill(&mut more, || pools[0].take()), 2);
+        // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+        assert_eq!(
+            unsafe { bins[0].lock().fill(&mut more, || pools[0].take()) },
+            2
+        );
         remote.join().unwrap();
         assert!(!more.contains(&mine[0]));
         for (i, bin) in bins.iter().enumerate() {
@@ -261,10 +277,8 @@ fn flush_home(pools: &[Pool], bins: &[Mutex<BinState>], items: &[*mut u8]) -> us
         // SAFETY: pool slabs are live.
         |&(_, s)| unsafe { (*s).arena },
         |home, group| {
-            bins[home as usize]
-                .lock()
-                .flush(group, |_| released += 1)
-                .unwrap();
+            // SAFETY: each item names the live pool slab holding it, of that bin.
+            unsafe { bins[home as usize].lock().flush(group, |_| released += 1) }.unwrap();
         },
     );
     released
@@ -279,7 +293,11 @@ fn tcache_flush_races_remote_free() {
         // Thread 0 (arena 0) takes three blocks: a full slab (a0, a1) and one of the current
         // slab (b0). It hands a1 to thread 1 (arena 1).
         let mut mine = [std::ptr::null_mut(); 3];
-        assert_eq!(bins[0].lock().fill(&mut mine, || pools[0].take()), 3);
+        // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+        assert_eq!(
+            unsafe { bins[0].lock().fill(&mut mine, || pools[0].take()) },
+            3
+        );
         let (a0, a1, b0) = (mine[0], mine[1], mine[2]);
         let slab = slab_in(&pools[..], a0);
         assert_eq!(slab, slab_in(&pools[..], a1));
@@ -289,7 +307,11 @@ fn tcache_flush_races_remote_free() {
             let a1 = a1 as usize;
             thread::spawn(move || {
                 let mut own = [std::ptr::null_mut(); 1];
-                assert_eq!(bins[1].lock().fill(&mut own, || pools[1].take()), 1);
+                // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+                assert_eq!(
+                    unsafe { bins[1].lock().fill(&mut own, || pools[1].take()) },
+                    1
+                );
                 // Thread 1's cache frees a1 remotely, in a batch with a block of its own.
                 flush_home(&pools[..], &bins[..], &[own[0], a1 as *mut u8])
             })
@@ -310,7 +332,11 @@ fn tcache_flush_races_remote_free() {
         }
         // The emptied slab is the one kept: the next fills take its blocks again, once each.
         let mut again = [std::ptr::null_mut(); 3];
-        assert_eq!(bins[0].lock().fill(&mut again, || pools[0].take()), 3);
+        // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+        assert_eq!(
+            unsafe { bins[0].lock().fill(&mut again, || pools[0].take()) },
+            3
+        );
         let again: HashSet<usize> = again.iter().map(|&p| p as usize).collect();
         assert_eq!(again.len(), 3);
         assert!(again.contains(&(a0 as usize)) && again.contains(&(a1 as usize)));
