@@ -235,3 +235,63 @@ fn threads_thread_exit_and_fork() {
     let after = hugealloc::profile::sampled_totals();
     assert!(after[0] <= before[0] + 20, "{before:?} -> {after:?}");
 }
+
+/// `go tool pprof` reads the protobuf dump of a Rust executable (a PIE whose text segment's
+/// file offset and address differ) and names its sites. Ignored: with Go 1.19's pprof it
+/// passes for some builds of this file and fails for others (docs/profiling.md, "pprof and
+/// Rust executables"); run it with `--ignored` when looking into that.
+#[test]
+#[ignore = "pprof 1.19 misnames the sites of some Rust builds: docs/profiling.md"]
+fn pprof_names_the_sites_of_a_rust_program() {
+    let Some(go) = ["/usr/bin/go", "/usr/local/go/bin/go"]
+        .iter()
+        .find(|p| std::path::Path::new(p).is_file())
+    else {
+        eprintln!("SKIPPED: go (Debian golang-go) is not installed");
+        return;
+    };
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    hugealloc::profile::reset();
+    let mut keep = Vec::with_capacity(30_000);
+    prof_rs_grow_cache(&mut keep, 14 << 20);
+    prof_rs_parse(&mut keep, 6 << 20);
+    let dir = std::env::temp_dir().join(format!("hugealloc-pprof-rs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pb = dir.join("p.pb");
+    assert!(hugealloc::profile::dump(pb.to_str().unwrap()));
+    drop(keep);
+    let out = std::process::Command::new(go)
+        .args([
+            "tool",
+            "pprof",
+            "-top",
+            "-sample_index=inuse_space",
+            "-unit=B",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .arg(&pb)
+        .env("HOME", &dir)
+        .env("GOCACHE", dir.join("gocache"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Rows: flat flat% sum% cum cum% name. The sites hold 70% and 30% of what was sampled.
+    let cum = |site: &str| -> f64 {
+        text.lines()
+            .find(|l| l.split_whitespace().last() == Some(site))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|v| v.trim_end_matches('B').parse().ok())
+            .unwrap_or_else(|| panic!("{site} not named:\n{text}"))
+    };
+    let (grow, parse) = (cum("prof_rs_grow_cache"), cum("prof_rs_parse"));
+    assert!(
+        (grow / parse - 14.0 / 6.0).abs() < 0.6,
+        "{grow} vs {parse}\n{text}"
+    );
+}
