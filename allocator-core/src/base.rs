@@ -31,9 +31,15 @@ pub struct Base {
     pub mapped_bytes: AtomicU64,
     /// Bytes handed out and not freed.
     pub allocated_bytes: AtomicU64,
-    /// The THP advice for metadata chunks (`metadata_thp`), as `thp::ChunkAdvice as u8`.
+    /// The THP advice for metadata chunks (`metadata_thp`): 0 none, 1 huge, 2 no huge,
+    /// `ADVICE_DEFER` none now and a deferred collapse (`collapse`) once touched.
     pub advice: crate::sync::plain::AtomicU8,
+    /// `metadata_thp:defer`: metadata chunks collapsed into huge pages.
+    pub collapsed_chunks: AtomicU64,
 }
+
+/// `Base::advice` under `metadata_thp:defer`.
+pub const ADVICE_DEFER: u8 = 3;
 
 impl Base {
     crate::sync::const_unless_loom! {
@@ -48,6 +54,7 @@ impl Base {
                 mapped_bytes: AtomicU64::new(0),
                 allocated_bytes: AtomicU64::new(0),
                 advice: crate::sync::plain::AtomicU8::new(0),
+                collapsed_chunks: AtomicU64::new(0),
             }
         }
     }
@@ -71,6 +78,7 @@ impl Base {
                 return node as *mut u8;
             }
         }
+        let mut fresh = None;
         if g.end - g.bump < size {
             let len = size.max(CHUNK).next_multiple_of(CHUNK);
             let p = os::map_aligned(len, CHUNK);
@@ -85,6 +93,7 @@ impl Base {
                 2 => {
                     os::advise(p, len, os::Advice::NoHuge);
                 }
+                ADVICE_DEFER => fresh = Some((p as usize, len)),
                 _ => {}
             }
             // Relaxed: a statistic.
@@ -94,6 +103,12 @@ impl Base {
         }
         let p = g.bump;
         g.bump += size;
+        drop(g);
+        if let Some((addr, len)) = fresh {
+            // After the base lock: the queue's lock ranks below it. A full queue leaves the
+            // chunk on small pages.
+            crate::collapse::enqueue(addr, len, crate::collapse::METADATA, os::now_ms());
+        }
         // Relaxed: a statistic.
         self.allocated_bytes
             .fetch_add(size as u64, Ordering::Relaxed);

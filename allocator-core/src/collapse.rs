@@ -54,6 +54,8 @@ pub const GIVE_UP_MS: u64 = 10_000;
 /// The background thread's pause while requests wait (ms): the latency of a collapse after the
 /// chunk is filled, and the granularity of the rate limit.
 pub const BUSY_WAIT_MS: u64 = 20;
+/// The `arena` of a request for metadata chunks (`metadata_thp:defer`, from `base`).
+pub const METADATA: u32 = u32::MAX;
 /// Chunks past a request's handled prefix that one pass looks at (the bits of `ahead`).
 const WINDOW: usize = 64;
 

@@ -19,6 +19,7 @@ use crate::config;
 use crate::diag;
 use crate::hugetlb::HUGETLB;
 use crate::registry::{self, arena, narenas};
+use crate::size_class::CHUNK;
 use crate::sync::plain::{AtomicPtr, AtomicU32, AtomicUsize};
 use crate::sync::{Once, Ordering};
 use crate::thp::{SystemMode, Thp};
@@ -153,8 +154,10 @@ fn global_init() {
     crate::collapse::set_rate(opts.thp_defer_rate);
     let meta = crate::thp::advice_for(opts.metadata_thp, mode, 0, usize::MAX);
     // Relaxed: read by the base under its lock, after this init.
+    let meta_defer = crate::thp::defers_collapse(opts.metadata_thp, mode, CHUNK, CHUNK);
     BASE.advice.store(
         match meta {
+            _ if meta_defer => crate::base::ADVICE_DEFER,
             crate::thp::ChunkAdvice::Huge => 1,
             crate::thp::ChunkAdvice::NoHuge => 2,
             crate::thp::ChunkAdvice::None => 0,
@@ -176,7 +179,9 @@ fn global_init() {
     crate::prof::init(opts); // heap profiling: settings, unwinder priming, fork and exit hooks
                              // `thp:defer` needs the background thread for its collapses: asking for the policy starts
                              // it, whatever `background_thread` says.
-    let defer = opts.thp == Thp::Defer || opts.arena_thp.contains(&Some(Thp::Defer));
+    let defer = opts.thp == Thp::Defer
+        || opts.arena_thp.contains(&Some(Thp::Defer))
+        || opts.metadata_thp == Thp::Defer;
     if opts.background_thread || defer {
         // pthread_create allocates; on this thread that is served by arena 0 (the init is
         // running), and the new thread's own first allocation waits for the init to finish.
@@ -239,9 +244,18 @@ extern "C" fn background_main(_: *mut libc::c_void) -> *mut libc::c_void {
         }
         let collapse_wait = crate::collapse::pass(
             crate::os::now_ms(),
-            |i, chunk| registry::arena_get(i as usize).is_some_and(|a| a.collapse_live(chunk)),
+            // Metadata chunks are never given back: always live.
+            |i, chunk| {
+                i == crate::collapse::METADATA
+                    || registry::arena_get(i as usize).is_some_and(|a| a.collapse_live(chunk))
+            },
             |i, chunk, outcome| {
-                if let Some(a) = registry::arena_get(i as usize) {
+                if i == crate::collapse::METADATA {
+                    if outcome == crate::collapse::Outcome::Done {
+                        // Relaxed: a statistic.
+                        BASE.collapsed_chunks.fetch_add(1, Ordering::Relaxed);
+                    }
+                } else if let Some(a) = registry::arena_get(i as usize) {
                     a.collapse_record(chunk, outcome);
                 }
             },

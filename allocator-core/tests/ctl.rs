@@ -811,3 +811,14 @@ fn ctl_arena_thp_changes_the_advice_of_chunks_mapped_afterwards() {
         alloc::free(never_again);
     }
 }
+
+#[test]
+fn ctl_reads_back_metadata_thp_defer() {
+    let out = run_child("opt", "metadata_thp:defer");
+    assert!(out.status.success(), "{out:?}");
+    let got = results(&out);
+    assert!(
+        got.iter().any(|l| l == "opt.metadata_thp=Str(\"defer\")"),
+        "{got:?}"
+    );
+}
