@@ -18,6 +18,7 @@
 //! | a thread's allocations in a given arena | [`thread_set_arena`] |
 //! | free memory back to the kernel now | [`purge`] |
 //! | what the system does with huge pages | [`thp_status`] |
+//! | whether explicit huge pages (hugetlb pools) can be had | [`hugetlb_status`] |
 //! | the size a block really has | [`usable_size`] |
 //! | every other knob and figure, by name | [`ctl`] (jemalloc's `mallctl` names) |
 //!
@@ -207,6 +208,7 @@ pub mod ffi {
     };
 }
 
+pub use hugetlb::{HugetlbPoolStatus, HugetlbStatus};
 pub use thp::{Defrag, SystemMode, Thp, ThpStatus};
 
 #[cfg(not(loom))]
@@ -215,7 +217,7 @@ pub use api::*;
 /// The public Rust API (not built under loom, which has no process-wide allocator).
 #[cfg(not(loom))]
 mod api {
-    use crate::{alloc, thread, SystemMode, Thp, ThpStatus};
+    use crate::{alloc, thread, HugetlbStatus, SystemMode, Thp, ThpStatus};
     use core::alloc::{GlobalAlloc, Layout};
 
     pub use crate::config::Hugetlb;
@@ -420,6 +422,35 @@ mod api {
             defrag,
             advice_effective: matches!(enabled, SystemMode::Always | SystemMode::Madvise),
         }
+    }
+
+    /// The explicit huge page pools (2 MiB, then 1 GiB): their sizes and free pages as sysfs
+    /// shows them, and whether a page can be had now (one is mapped, touched and given back:
+    /// the pool is as before afterwards). What `hugetlb:2M|1G` and `hugetlb_reserve` draw
+    /// from (`docs/hugetlb.md`); `hugealloc thp` prints the same. Allocates nothing.
+    ///
+    /// ```
+    /// use hugealloc::Hugetlb;
+    ///
+    /// let st = hugealloc::hugetlb_status();
+    /// assert_eq!(st.pools[0].source, Hugetlb::Pages2M);
+    /// assert_eq!(st.pools[1].page_bytes, 1 << 30);
+    /// for pool in st.pools {
+    ///     // No page can be had from a pool the kernel does not have.
+    ///     assert!(pool.present || !pool.test_page);
+    ///     assert!(pool.available() <= pool.free);
+    ///     if !pool.test_page {
+    ///         eprintln!(
+    ///             "hugetlb:{} would fall back ({}); reserve pages with: echo N > {}nr_hugepages",
+    ///             pool.source.name(),
+    ///             pool.why_not,
+    ///             pool.sysfs_dir
+    ///         );
+    ///     }
+    /// }
+    /// ```
+    pub fn hugetlb_status() -> HugetlbStatus {
+        crate::hugetlb::status()
     }
 
     /// The usable size of a live block from hugealloc (at least the size asked for: the size
