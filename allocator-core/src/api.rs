@@ -4,6 +4,7 @@
 //! into the layers below: the first use runs the global init, and nothing here holds state.
 //! Not built under loom, which has no process-wide allocator.
 
+use crate::hugetlb::HugetlbStatus;
 use crate::thp::{SystemMode, Thp, ThpStatus};
 use crate::{alloc, thread};
 use core::alloc::{GlobalAlloc, Layout};
@@ -210,6 +211,35 @@ pub fn thp_status() -> ThpStatus {
         defrag,
         advice_effective: matches!(enabled, SystemMode::Always | SystemMode::Madvise),
     }
+}
+
+/// The explicit huge page pools (2 MiB, then 1 GiB): their sizes and free pages as sysfs
+/// shows them, and whether a page can be had now (one is mapped, touched and given back:
+/// the pool is as before afterwards). What `hugetlb:2M|1G` and `hugetlb_reserve` draw
+/// from (`docs/hugetlb.md`); `hugealloc thp` prints the same. Allocates nothing.
+///
+/// ```
+/// use hugealloc::Hugetlb;
+///
+/// let st = hugealloc::hugetlb_status();
+/// assert_eq!(st.pools[0].source, Hugetlb::Pages2M);
+/// assert_eq!(st.pools[1].page_bytes, 1 << 30);
+/// for pool in st.pools {
+///     // No page can be had from a pool the kernel does not have.
+///     assert!(pool.present || !pool.test_page);
+///     assert!(pool.available() <= pool.free);
+///     if !pool.test_page {
+///         eprintln!(
+///             "hugetlb:{} would fall back ({}); reserve pages with: echo N > {}nr_hugepages",
+///             pool.source.name(),
+///             pool.why_not,
+///             pool.sysfs_dir
+///         );
+///     }
+/// }
+/// ```
+pub fn hugetlb_status() -> HugetlbStatus {
+    crate::hugetlb::status()
 }
 
 /// The usable size of a live block from hugealloc (at least the size asked for: the size

@@ -27,6 +27,7 @@
 //! after this one is released. Fresh hugetlb mappings take no lock.
 
 use crate::chunk::{Extent, SOURCE};
+use crate::config::Hugetlb;
 use crate::diag::Msg;
 use crate::os::{self, HugePageSize};
 use crate::size_class::{CHUNK, LG_CHUNK};
@@ -737,6 +738,78 @@ pub fn probe(size: HugePageSize) -> Result<(), Cause> {
         Ok(())
     } else {
         Err(Cause::Other)
+    }
+}
+
+/// One explicit huge page pool (`/sys/kernel/mm/hugepages/hugepages-*`), as
+/// [`hugetlb_status`](crate::hugetlb_status) reports it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct HugetlbPoolStatus {
+    /// The page source drawing from this pool: [`Hugetlb::Pages2M`] or [`Hugetlb::Pages1G`].
+    pub source: Hugetlb,
+    /// The page size in bytes.
+    pub page_bytes: usize,
+    /// Whether the kernel has this pool at all (its sysfs directory exists; not in some
+    /// containers, nor without hugetlbfs).
+    pub present: bool,
+    /// `nr_hugepages`: pages in the pool.
+    pub pages: u64,
+    /// `free_hugepages`: pages backing no mapping (promised ones included).
+    pub free: u64,
+    /// `resv_hugepages`: free pages promised to mappings that have not touched them yet.
+    pub promised: u64,
+    /// Whether one page could be mapped and touched just now (it went back to the pool at
+    /// once): `hugetlb:2M|1G` would get pages rather than fall back.
+    pub test_page: bool,
+    /// Why no test page could be had: `absent`, `empty`, `too small`, `forbidden` or `refused`
+    /// (the word `stats` and the fallback warning use); `""` when one could.
+    pub why_not: &'static str,
+    /// The pool's sysfs directory, with a trailing `/`: root reserves `N` pages with
+    /// `echo N > <sysfs_dir>nr_hugepages`.
+    pub sysfs_dir: &'static str,
+}
+
+impl HugetlbPoolStatus {
+    /// Pages a new mapping can still have: free and not promised.
+    pub const fn available(&self) -> u64 {
+        self.free.saturating_sub(self.promised)
+    }
+}
+
+/// Both explicit huge page pools, 2 MiB then 1 GiB: what [`hugetlb_status`](crate::hugetlb_status)
+/// returns.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct HugetlbStatus {
+    pub pools: [HugetlbPoolStatus; 2],
+}
+
+/// Reads both pools and probes each for a page (see [`probe`]). Allocates nothing; the pools
+/// are as before afterwards.
+pub fn status() -> HugetlbStatus {
+    HugetlbStatus {
+        pools: HugePageSize::ALL.map(pool_status),
+    }
+}
+
+fn pool_status(size: HugePageSize) -> HugetlbPoolStatus {
+    let pool = os::hugetlb_pool(size);
+    let probed = probe(size);
+    HugetlbPoolStatus {
+        source: match size {
+            HugePageSize::Size2M => Hugetlb::Pages2M,
+            HugePageSize::Size1G => Hugetlb::Pages1G,
+        },
+        page_bytes: size.bytes(),
+        present: pool.is_some(),
+        pages: pool.map_or(0, |p| p.total),
+        free: pool.map_or(0, |p| p.free),
+        promised: pool.map_or(0, |p| p.reserved),
+        test_page: probed.is_ok(),
+        why_not: match probed {
+            Ok(()) => "",
+            Err(cause) => cause.name(),
+        },
+        sysfs_dir: size.sysfs_dir(),
     }
 }
 

@@ -18,6 +18,7 @@
 //! | a thread's allocations in a given arena | [`thread_set_arena`] |
 //! | free memory back to the kernel now | [`purge`] |
 //! | what the system does with huge pages | [`thp_status`] |
+//! | whether explicit huge pages (hugetlb pools) can be had | [`hugetlb_status`] |
 //! | the size a block really has | [`usable_size`] |
 //! | every other knob and figure, by name | [`ctl`] (jemalloc's `mallctl` names) |
 //!
@@ -211,6 +212,7 @@ pub mod ffi {
     };
 }
 
+pub use hugetlb::{HugetlbPoolStatus, HugetlbStatus};
 pub use thp::{Defrag, SystemMode, Thp, ThpStatus};
 
 #[cfg(not(loom))]

@@ -66,7 +66,10 @@ pub mod init {
 /// `crate::os`: the hugetlb pool and mappings, errno.
 #[cfg(not(loom))]
 pub mod os {
-    pub use crate::os::{errno, hugetlb_pool, map_hugetlb, set_errno, HugePageSize, HugetlbPool};
+    pub use crate::os::{
+        errno, hugetlb_pool, map_hugetlb, set_errno, watch_advice, watched_advice, HugePageSize,
+        HugetlbPool,
+    };
 
     /// `os::unmap`.
     ///

@@ -806,6 +806,20 @@ impl TestArena {
         unsafe { self.0.dealloc(p as *mut u8, Self::layout(len)) };
     }
 
+    /// A block of `len` bytes, as the arena hands it out (not written).
+    fn alloc_unfilled(&self, len: usize) -> usize {
+        use std::alloc::GlobalAlloc;
+        // SAFETY: len is not zero.
+        let p = unsafe { self.0.alloc(Self::layout(len)) } as usize;
+        assert_ne!(p, 0, "an allocation of {len} bytes failed");
+        p
+    }
+
+    /// `arena.<i>.purge`: every free dirty extent of the arena goes now.
+    fn purge(&self) {
+        hugealloc::ctl::act(&format!("arena.{}.purge", self.0.index())).unwrap();
+    }
+
     /// A decay pass now with a decay time of 0: every free dirty extent goes.
     fn decay(&self) {
         let a = hugealloc::testing::registry::arena(self.0.index());
@@ -1261,4 +1275,271 @@ fn the_proptest_model_and_thread_churn_run_on_hugetlb_arenas() {
         let used = figure("mapped") + figure("returned");
         assert!(used > 0, "{name} got no hugetlb page: {stderr}");
     }
+}
+
+// ---- what hugetlb memory never gets, what collapse never takes, the reserve under load -------
+
+/// The advice kinds `watched_advice` counts, in its order (for messages).
+const ADVICE_KINDS: &str =
+    "[MADV_HUGEPAGE, MADV_NOHUGEPAGE, MADV_DONTNEED, MADV_FREE, MADV_COLLAPSE]";
+
+#[test]
+fn hugetlb_chunks_get_no_advice_of_any_kind() {
+    // A 2 MiB hugetlb page cannot be partly purged, must not be `MADV_DONTNEED`ed whole (that
+    // would zero a reserve chunk that is to be reused), and takes no THP advice. Counted by
+    // `os` for the chunks' range (`testing::os::watch_advice`), in a child: the range's
+    // addresses are nobody else's there.
+    let size = HugePageSize::Size2M;
+    let Some(pool) = Pool::set("no advice", size, 8) else {
+        return;
+    };
+    run_child("child_no_advice", "thp:always,hugetlb_reserve:4M");
+    assert_eq!(pool.free(), 8, "the child's pages went back at its exit");
+}
+
+#[test]
+#[ignore = "a helper: hugetlb_chunks_get_no_advice_of_any_kind runs it"]
+fn child_no_advice() {
+    use hugealloc::testing::os::{watch_advice, watched_advice};
+    if !is_child("child_no_advice") {
+        return;
+    }
+    // thp:always: every ordinary chunk of this arena would be advised MADV_HUGEPAGE.
+    let a = TestArena::with_thp(hugealloc::Thp::Always, hugealloc::Hugetlb::Pages2M);
+    let (base, n, _) = hugealloc::testing::hugetlb::HUGETLB
+        .reserve_range()
+        .expect("the 4 MiB reserve");
+    assert_eq!(n, 2);
+    let reserve = base..base + n * CHUNK;
+    // The reserve's range is known before any chunk of it is handed out: advice at take time
+    // is watched too.
+    watch_advice(base, n * CHUNK);
+    let big = a.alloc(CHUNK, 0xa5);
+    let runs: Vec<usize> = (0..16).map(|i| a.alloc(64 << 10, i as u8)).collect();
+    for &p in runs.iter().chain([&big]) {
+        assert!(
+            reserve.contains(&p),
+            "{p:#x} is not a reserve chunk: the test would test nothing"
+        );
+    }
+    // Free page runs inside a chunk whose other runs are in use (what a subrelease would
+    // `MADV_DONTNEED`), and a whole free chunk; then both kinds of purge.
+    for &p in runs.iter().step_by(2) {
+        a.free(p, 64 << 10);
+    }
+    a.free(big, CHUNK);
+    a.purge();
+    a.decay();
+    assert_eq!(
+        watched_advice(),
+        [0; 5],
+        "advice given to reserve chunks, {ADVICE_KINDS}"
+    );
+    // The chunk went back to the reserve as it was: taken again, it still holds what was
+    // written (a `MADV_DONTNEED`ed hugetlb page reads zeros).
+    let again = a.alloc_unfilled(CHUNK);
+    assert_eq!(again, big, "the free reserve chunk is reused");
+    assert!(
+        all_equal(again, CHUNK, 0xa5),
+        "the reserve chunk was zeroed"
+    );
+    for (i, &p) in runs.iter().enumerate().skip(1).step_by(2) {
+        assert!(all_equal(p, 64 << 10, i as u8), "a live page run changed");
+    }
+    // Fresh pages (the reserve is in use now): watched from their allocation to their return.
+    let fresh = a.alloc(8 << 20, 0x3c);
+    assert!(!reserve.contains(&fresh));
+    assert_eq!(mapping_of(fresh).kernel_page_kb, 2048);
+    watch_advice(fresh, 8 << 20);
+    let tail = a.alloc(100 << 10, 0x3d);
+    a.free(fresh, 8 << 20);
+    a.purge();
+    a.decay();
+    assert_eq!(
+        watched_advice(),
+        [0; 5],
+        "advice given to fresh hugetlb pages, {ADVICE_KINDS}"
+    );
+    a.free(tail, 100 << 10);
+    watch_advice(0, 0);
+    println!("child_no_advice checked");
+}
+
+/// Whether THP is unavailable here, and why.
+fn thp_unavailable() -> Option<&'static str> {
+    match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
+        Err(_) => Some("/sys/kernel/mm/transparent_hugepage/enabled is missing"),
+        Ok(s) if s.contains("[never]") => Some("THP is disabled on this system (never)"),
+        Ok(_) => None,
+    }
+}
+
+#[test]
+fn collapse_never_queues_a_hugetlb_chunk() {
+    if let Some(why) = thp_unavailable() {
+        eprintln!("collapse of hugetlb chunks: skipped: {why}");
+        return;
+    }
+    let Some(_pool) = Pool::set("thp:defer on hugetlb", HugePageSize::Size2M, 4) else {
+        return;
+    };
+    // In a child: `thp:defer` starts the background thread, which this binary's other tests
+    // do not expect.
+    run_child("child_defer", "");
+}
+
+#[test]
+#[ignore = "a helper: collapse_never_queues_a_hugetlb_chunk runs it"]
+fn child_defer() {
+    if !is_child("child_defer") {
+        return;
+    }
+    let queued = |a: &TestArena| -> u64 {
+        let name = format!("stats.arenas.{}.thp.collapse.queued", a.0.index());
+        match hugealloc::ctl::read(&name) {
+            Ok(hugealloc::CtlValue::U64(n)) => n,
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    let h = TestArena::with_thp(hugealloc::Thp::Defer, hugealloc::Hugetlb::Pages2M);
+    let o = TestArena::with_thp(hugealloc::Thp::Defer, hugealloc::Hugetlb::Off);
+    // Big touched blocks (`alloc` fills them), past thp_threshold.
+    let ph = h.alloc(8 << 20, 1);
+    let po = o.alloc(8 << 20, 2);
+    assert_eq!(
+        mapping_of(ph).kernel_page_kb,
+        2048,
+        "the block is in hugetlb pages (else the test would test nothing)"
+    );
+    assert_eq!(queued(&o), 1, "the ordinary defer arena queues its block");
+    assert_eq!(
+        queued(&h),
+        0,
+        "a hugetlb chunk was queued for MADV_COLLAPSE"
+    );
+    h.free(ph, 8 << 20);
+    o.free(po, 8 << 20);
+    h.decay();
+    println!("child_defer checked");
+}
+
+#[test]
+fn the_reserve_serves_a_churning_workload_whole() {
+    // `hugetlb_reserve:8M` with `hugetlb:2M` through thread churn with blocks of every kind,
+    // purges between rounds: the reserve's 4 pages stay mapped and in the process (never
+    // returned piecemeal, never zeroed), the pool serves the rest (no fallback), and at the
+    // end every reserve chunk is back in the reserve and every fresh page back in the pool.
+    let size = HugePageSize::Size2M;
+    let Some(pool) = Pool::set("reserve under churn", size, 4 + 96) else {
+        return;
+    };
+    run_child("child_reserve_churn", "hugetlb:2M,hugetlb_reserve:8M");
+    assert_eq!(pool.free(), 100, "the child's pages went back at its exit");
+}
+
+#[test]
+#[ignore = "a helper: the_reserve_serves_a_churning_workload_whole runs it"]
+fn child_reserve_churn() {
+    use hugealloc::testing::hugetlb::HUGETLB;
+    use std::alloc::{GlobalAlloc, Layout};
+    if !is_child("child_reserve_churn") {
+        return;
+    }
+    let size = HugePageSize::Size2M;
+    let stat = |x: &std::sync::atomic::AtomicU64| x.load(Ordering::Relaxed);
+    // The first allocation takes the reserve.
+    let first = Layout::from_size_align(64, 8).unwrap();
+    // SAFETY: the size is not zero.
+    let p0 = unsafe { hugealloc::HugeAlloc.alloc(first) };
+    let (base, n, got) = HUGETLB.reserve_range().expect("the 8 MiB reserve");
+    assert_eq!((n, got), (4, size));
+    let total = pool(size).total;
+    // The reserve's pages are faulted in: `HugePages_Free` counts the rest of the pool.
+    assert_eq!(pool(size).free, total - 4);
+    let reserve_whole = |when: &str| {
+        assert_eq!(stat(&HUGETLB.stats.reserve_bytes), 8 << 20, "{when}");
+        let m = mapping_of(base);
+        assert_eq!(m.kernel_page_kb, 2048, "{when}: {m:?}");
+        assert!(m.hugetlb_kb() >= 8192, "{when}: a reserve page left: {m:?}");
+        assert_eq!(stat(&HUGETLB.stats.fallbacks), 0, "{when}: a fallback");
+    };
+    reserve_whole("at start");
+    let sizes = [24usize, 200, 3000, 40_000, 300_000, 1 << 20, 3 << 20];
+    for round in 0..6usize {
+        let threads: Vec<_> = (0..4usize)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let mut live: Vec<(usize, Layout, u8)> = Vec::new();
+                    let mut x = (round * 4 + t + 1) as u64 * 0x9e37_79b9_7f4a_7c15;
+                    for i in 0..400usize {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        if live.len() > 6 || (x.is_multiple_of(3) && !live.is_empty()) {
+                            let (p, l, b) = live.swap_remove((x as usize / 3) % live.len());
+                            assert!(all_equal(p, l.size(), b), "a block changed under churn");
+                            // SAFETY: p is live, allocated with l.
+                            unsafe { hugealloc::HugeAlloc.dealloc(p as *mut u8, l) };
+                            continue;
+                        }
+                        let l =
+                            Layout::from_size_align(sizes[x as usize % sizes.len()], 64).unwrap();
+                        // SAFETY: the size is not zero.
+                        let p = unsafe { hugealloc::HugeAlloc.alloc(l) } as usize;
+                        assert_ne!(p, 0);
+                        fill(p, l.size(), i as u8);
+                        live.push((p, l, i as u8));
+                    }
+                    for (p, l, b) in live {
+                        assert!(all_equal(p, l.size(), b));
+                        // SAFETY: as above.
+                        unsafe { hugealloc::HugeAlloc.dealloc(p as *mut u8, l) };
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        hugealloc::ctl::act("arena.4096.purge").unwrap();
+        reserve_whole(&format!("after round {round} and a purge"));
+    }
+    // SAFETY: p0 is live, allocated with `first`.
+    unsafe { hugealloc::HugeAlloc.dealloc(p0, first) };
+    hugealloc::testing::thread::flush_thread_cache();
+    hugealloc::ctl::act("arena.4096.purge").unwrap();
+    reserve_whole("at the end");
+    assert!(
+        stat(&HUGETLB.stats.returned_bytes) > 0,
+        "no fresh page was needed: the workload did not outgrow the reserve"
+    );
+    // Every reserve chunk is in the reserve or held by an arena (which may keep a chunk for
+    // its next blocks); every hugetlb byte mapped is the reserve's or an arena's; every page
+    // the pool lacks is one of those.
+    let merged = |key: &str| -> u64 {
+        let name = format!("stats.arenas.4096.hugetlb.{key}");
+        match hugealloc::ctl::read(&name) {
+            Ok(hugealloc::CtlValue::Size(n)) => n as u64,
+            Ok(hugealloc::CtlValue::U64(n)) => n,
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    let free_in_reserve = stat(&HUGETLB.stats.reserve_free_bytes);
+    assert_eq!(
+        free_in_reserve + merged("reserved"),
+        8 << 20,
+        "reserve chunks lost or counted twice"
+    );
+    let mapped = stat(&HUGETLB.stats.mapped_bytes);
+    assert_eq!(
+        mapped,
+        merged("mapped") + free_in_reserve,
+        "hugetlb bytes mapped that neither the reserve nor an arena holds"
+    );
+    assert_eq!(
+        total - pool(size).free,
+        mapped >> 21,
+        "a page taken from the pool is unaccounted for, or one was given back in part"
+    );
+    println!("child_reserve_churn checked");
 }

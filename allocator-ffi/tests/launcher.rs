@@ -407,3 +407,15 @@ fn install_into_a_prefix_then_pkg_config_builds_a_program_that_runs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--prefix"));
 }
+
+#[test]
+fn the_launcher_needs_no_testing_internals() {
+    // The launcher is a user of the library like any other: its reports (the hugetlb pools
+    // included) go through the public API, not `hugealloc::testing`.
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/bin/hugealloc.rs"))
+        .unwrap();
+    assert!(
+        !src.contains("hugealloc::testing"),
+        "src/bin/hugealloc.rs uses hugealloc::testing; use hugetlb_status, thp_status, ctl"
+    );
+}

@@ -328,6 +328,52 @@ fn name_mapping(addr: *mut u8, len: usize) {
     set_errno(saved);
 }
 
+/// A range whose advice is counted, for tests (`testing::os::watch_advice`): the advice
+/// `advise` and `collapse` give to any byte of `[WATCH_START, WATCH_END)` is counted per kind
+/// (`Advice as usize`). Empty (`WATCH_END` 0) unless a test set it, which costs one Relaxed load
+/// beside each `madvise` system call. Core atomics: `os` sits below `sync` (as `process`'s
+/// futex words do), and no protocol rests on these: Relaxed, a test reads them on the thread
+/// that made the calls it watches.
+static WATCH_START: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+static WATCH_END: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+static WATCHED: [core::sync::atomic::AtomicU64; 5] = [ZERO; 5];
+
+/// Counts `advice` for `[addr, addr + len)` if it reaches into the watched range.
+fn count_watched(addr: *mut u8, len: usize, advice: Advice) {
+    use core::sync::atomic::Ordering::Relaxed;
+    let end = WATCH_END.load(Relaxed);
+    let a = addr as usize;
+    if end != 0 && a < end && WATCH_START.load(Relaxed) < a.saturating_add(len) {
+        if let Some(slot) = WATCHED.get(advice as usize) {
+            slot.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// For tests: from now on, counts the advice given to any byte of `[start, start + len)`
+/// (`len` 0: none), from zero. Returns nothing; [`watched_advice`] reads the counts.
+pub fn watch_advice(start: usize, len: usize) {
+    use core::sync::atomic::Ordering::Relaxed;
+    WATCH_END.store(0, Relaxed);
+    for slot in &WATCHED {
+        slot.store(0, Relaxed);
+    }
+    WATCH_START.store(start, Relaxed);
+    WATCH_END.store(start.saturating_add(len), Relaxed);
+}
+
+/// The advice counted in the watched range since [`watch_advice`], per kind, in `Advice`
+/// order: `[Huge, NoHuge, DontNeed, Free, Collapse]`.
+pub fn watched_advice() -> [u64; 5] {
+    let mut out = [0; 5];
+    for (o, slot) in out.iter_mut().zip(&WATCHED) {
+        *o = slot.load(core::sync::atomic::Ordering::Relaxed);
+    }
+    out
+}
+
 /// The kinds of advice hugealloc gives the kernel about a range.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Advice {
@@ -354,6 +400,7 @@ pub fn advise(addr: *mut u8, len: usize, advice: Advice) -> bool {
         Advice::Free => libc::MADV_FREE,
         Advice::Collapse => MADV_COLLAPSE,
     };
+    count_watched(addr, len, advice);
     // A refusal is reported by the result; errno stays as the program left it (C callers of
     // malloc and free must not see it change).
     let saved = errno();
@@ -370,6 +417,7 @@ pub fn advise(addr: *mut u8, len: usize, advice: Advice) -> bool {
 /// `ENOMEM`/`EAGAIN` (no huge page now). The program's `errno` is left as it was.
 pub fn collapse(addr: *mut u8, len: usize) -> Result<(), i32> {
     const MADV_COLLAPSE: libc::c_int = 25;
+    count_watched(addr, len, Advice::Collapse);
     let saved = errno();
     // SAFETY: madvise only changes how the kernel backs a range the caller owns.
     let rc = unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_COLLAPSE) };

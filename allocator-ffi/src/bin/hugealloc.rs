@@ -515,36 +515,33 @@ fn thp() -> Result<ExitCode, String> {
 }
 
 /// The explicit huge page pools (`hugetlb:2M|1G`): sizes, whether a test page can be had
-/// (`hugetlb::probe` maps, faults and unmaps one; the pool is as before afterwards), and how
-/// to reserve pages.
+/// (`hugealloc::hugetlb_status` maps, faults and unmaps one; the pool is as before
+/// afterwards), and how to reserve pages.
 fn hugetlb_pools() {
-    // The pool reader and probe are internals (`testing`); a public pool report beside
-    // `ThpStatus` would be the better way in.
-    use hugealloc::testing::os::{hugetlb_pool, HugePageSize};
     println!();
     println!("explicit huge pages (hugetlb pools, /sys/kernel/mm/hugepages; hugetlb:2M|1G):");
+    let st = hugealloc::hugetlb_status();
     let mut any_free = false;
-    for size in HugePageSize::ALL {
-        let name = size.name();
-        let Some(pool) = hugetlb_pool(size) else {
-            println!("  {name}: no pool ({} is missing)", size.sysfs_dir());
+    for pool in st.pools {
+        let name = pool.source.name();
+        if !pool.present {
+            println!("  {name}: no pool ({} is missing)", pool.sysfs_dir);
             continue;
-        };
-        let test = match hugealloc::testing::hugetlb::probe(size) {
-            Ok(()) => {
-                any_free = true;
-                "a test page can be had".to_string()
-            }
-            Err(cause) => format!("no test page ({})", cause.name()),
+        }
+        let test = if pool.test_page {
+            any_free = true;
+            "a test page can be had".to_string()
+        } else {
+            format!("no test page ({})", pool.why_not)
         };
         println!(
             "  {name}: nr_hugepages {}, free_hugepages {}, resv_hugepages {}; {test}",
-            pool.total, pool.free, pool.reserved
+            pool.pages, pool.free, pool.promised
         );
     }
     println!("  reserve pages (root; N pages of that size):");
-    for size in HugePageSize::ALL {
-        println!("    echo N > {}nr_hugepages", size.sysfs_dir());
+    for pool in st.pools {
+        println!("    echo N > {}nr_hugepages", pool.sysfs_dir);
     }
     if any_free {
         println!("  then run with HUGEALLOC_CONF=hugetlb:2M (or hugetlb:1G); see docs/hugetlb.md.");
