@@ -25,140 +25,23 @@
 //! Lock: the reserve's lock ranks between the arena lock and the chunk source (see `sync`'s
 //! list): an arena calls in with its lock held; the fallback takes the chunk source's lock
 //! after this one is released. Fresh hugetlb mappings take no lock.
+//!
+//! Files: this one takes and gives back chunks (fresh pages, the reserve, the fallback, `fork`
+//! headroom); `backing` says how an extent's chunks may be purged and merged; `status` names
+//! why a pool refused, probes a pool and builds the public pool report.
 
-use crate::chunk::{Extent, SOURCE};
-use crate::config::Hugetlb;
+mod backing;
+mod status;
+
+pub use backing::*;
+pub use status::*;
+
+use crate::chunk::SOURCE;
 use crate::diag::Msg;
 use crate::os::{self, HugePageSize};
 use crate::size_class::{CHUNK, LG_CHUNK};
 use crate::sync::plain::{AtomicBool, AtomicU64, AtomicU8};
 use crate::sync::{ForkLock, Mutex, Ordering};
-
-/// Where an extent's chunks come from: stored as a byte in `chunk::Extent::backing`; a zeroed
-/// descriptor reads `Ordinary`.
-#[repr(u8)]
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Backing {
-    /// Ordinary anonymous memory (`chunk::SOURCE`), under the arena's THP policy.
-    Ordinary = 0,
-    /// Fresh 2 MiB hugetlb pages, one per chunk; a free chunk goes back to the pool by itself.
-    Pages2M = 1,
-    /// Fresh 1 GiB hugetlb pages of 512 chunks; a page goes back once all 512 are free.
-    Pages1G = 2,
-    /// Chunks of the reserve mapped in 2 MiB pages: given back to the reserve, never unmapped.
-    Reserve2M = 3,
-    /// Chunks of the reserve mapped in 1 GiB pages.
-    Reserve1G = 4,
-}
-
-impl Backing {
-    /// The backing stored as `byte` (an unknown byte reads `Ordinary`).
-    pub const fn from_u8(byte: u8) -> Backing {
-        match byte {
-            1 => Backing::Pages2M,
-            2 => Backing::Pages1G,
-            3 => Backing::Reserve2M,
-            4 => Backing::Reserve1G,
-            _ => Backing::Ordinary,
-        }
-    }
-
-    /// Fresh pages of `size` (not the reserve).
-    pub const fn fresh(size: HugePageSize) -> Backing {
-        match size {
-            HugePageSize::Size2M => Backing::Pages2M,
-            HugePageSize::Size1G => Backing::Pages1G,
-        }
-    }
-
-    /// Reserve chunks mapped in pages of `size`.
-    pub const fn reserve(size: HugePageSize) -> Backing {
-        match size {
-            HugePageSize::Size2M => Backing::Reserve2M,
-            HugePageSize::Size1G => Backing::Reserve1G,
-        }
-    }
-
-    /// The hugetlb page size, `None` for ordinary memory.
-    pub const fn page_size(self) -> Option<HugePageSize> {
-        match self {
-            Backing::Ordinary => None,
-            Backing::Pages2M | Backing::Reserve2M => Some(HugePageSize::Size2M),
-            Backing::Pages1G | Backing::Reserve1G => Some(HugePageSize::Size1G),
-        }
-    }
-
-    /// Whether the chunks are hugetlb pages (so no part of one may be purged).
-    pub const fn is_hugetlb(self) -> bool {
-        !matches!(self, Backing::Ordinary)
-    }
-
-    /// Whether the chunks belong to the reserve (given back to it, never to the kernel).
-    pub const fn is_reserve(self) -> bool {
-        matches!(self, Backing::Reserve2M | Backing::Reserve1G)
-    }
-
-    /// The unit the chunks can be given back in, in chunks: 512 for 1 GiB pages, else 1.
-    pub const fn page_chunks(self) -> usize {
-        match self.page_size() {
-            Some(size) => size.bytes() >> LG_CHUNK,
-            None => 1,
-        }
-    }
-
-    /// The start of the hugetlb page holding `addr` (`addr`'s chunk for ordinary memory).
-    pub const fn page_base(self, addr: usize) -> usize {
-        addr & !((self.page_chunks() << LG_CHUNK) - 1)
-    }
-
-    /// Whether two adjacent free extents, `self` starting at `a` and `other` at `b`, may become
-    /// one: the same backing, and for 1 GiB pages no page boundary between them (the later one
-    /// starts at the boundary), so a page's chunks gather into one extent and merging never
-    /// makes an extent span two pages that go back to the pool separately. (A huge block of
-    /// more than a page spans pages from the start; its tail page's free rest still joins it.)
-    pub const fn may_merge(self, a: usize, other: Backing, b: usize) -> bool {
-        let boundary = if a > b { a } else { b };
-        self as u8 == other as u8
-            && (!matches!(self, Backing::Pages1G) || self.page_base(boundary) != boundary)
-    }
-}
-
-const _: () = assert!(HugePageSize::Size2M.bytes() == CHUNK);
-const _: () = assert!(Backing::Ordinary as u8 == crate::chunk::BACKING_ORDINARY);
-
-/// Whether free extent `filed`, being filed, may merge with its free neighbour `other`: the
-/// same backing (and page, `Backing::may_merge`), and the same dirtiness and muzziness, except
-/// that a dirty extent of 1 GiB pages absorbs its page's free neighbours whatever their state
-/// (clean leftovers, or pieces kept by `purge_hugetlb`), so a page whose chunks are all free
-/// gathers into one extent that can go back to the pool.
-pub fn may_merge(filed: &Extent, other: &Extent) -> bool {
-    let (bf, bo) = (
-        Backing::from_u8(filed.backing),
-        Backing::from_u8(other.backing),
-    );
-    bf.may_merge(filed.addr, bo, other.addr)
-        && ((filed.dirty == other.dirty && filed.muzzy == other.muzzy)
-            || (bf == Backing::Pages1G && filed.dirty && !filed.muzzy))
-}
-
-/// The state of `into` after `from` merged into it (`may_merge` said yes): the older age of
-/// the two; a dirty 1 GiB-page extent that absorbed another state stays dirty, with its age.
-pub fn merge_state(into: &mut Extent, from: &Extent) {
-    if into.dirty == from.dirty && into.muzzy == from.muzzy {
-        into.dirty_since_ms = into.dirty_since_ms.min(from.dirty_since_ms);
-        return;
-    }
-    let age = |x: &Extent| {
-        if x.dirty && !x.muzzy {
-            x.dirty_since_ms
-        } else {
-            u64::MAX
-        }
-    };
-    into.dirty_since_ms = age(into).min(age(from));
-    into.dirty = true;
-    into.muzzy = false;
-}
 
 /// A run of chunks handed out by [`HugetlbSource::take`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -180,62 +63,6 @@ impl Chunks {
         backing: Backing::Ordinary,
         dirty: false,
     };
-}
-
-/// Why the pool could not serve a request (the warning names it; `stats` shows the last).
-#[repr(u8)]
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Cause {
-    /// Nothing failed yet.
-    None = 0,
-    /// No pool of that page size (its sysfs directory is missing: no hugetlbfs, a container).
-    Absent = 1,
-    /// The pool has no pages (`nr_hugepages` is 0).
-    Empty = 2,
-    /// The pool has pages, but too few are available for the request.
-    TooSmall = 3,
-    /// The kernel refused (`EPERM`/`EACCES`: a seccomp filter, `hugetlb_shm_group`).
-    Forbidden = 4,
-    /// Any other refusal.
-    Other = 5,
-}
-
-impl Cause {
-    pub const fn from_u8(byte: u8) -> Cause {
-        match byte {
-            1 => Cause::Absent,
-            2 => Cause::Empty,
-            3 => Cause::TooSmall,
-            4 => Cause::Forbidden,
-            5 => Cause::Other,
-            _ => Cause::None,
-        }
-    }
-
-    /// The word `stats` prints.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Cause::None => "none",
-            Cause::Absent => "absent",
-            Cause::Empty => "empty",
-            Cause::TooSmall => "too small",
-            Cause::Forbidden => "forbidden",
-            Cause::Other => "refused",
-        }
-    }
-
-    /// Classifies a refusal with `errno` `err` of a request for `pages` pages of `size`.
-    fn classify(err: i32, size: HugePageSize) -> Cause {
-        let Some(pool) = os::hugetlb_pool(size) else {
-            return Cause::Absent;
-        };
-        match err {
-            libc::ENOMEM if pool.total == 0 => Cause::Empty,
-            libc::ENOMEM => Cause::TooSmall,
-            libc::EPERM | libc::EACCES => Cause::Forbidden,
-            _ => Cause::Other,
-        }
-    }
 }
 
 /// Process-wide hugetlb figures (Relaxed counters: statistics, no protocol rests on them).
@@ -677,141 +504,8 @@ const fn fresh_run(addr: usize, nchunks: usize, backing: Backing) -> Chunks {
     }
 }
 
-/// Writes what went wrong with a request for `chunks` chunks when the pool had `available`
-/// pages and, where pages can be had, the command that reserves them.
-fn write_cause(m: &mut Msg, size: HugePageSize, cause: Cause, chunks: usize, available: u64) {
-    let dir = size.sysfs_dir();
-    let pages = ((chunks << LG_CHUNK) as u64).div_ceil(size.bytes() as u64);
-    match cause {
-        Cause::Absent => {
-            m.str("no ")
-                .str(size.name())
-                .str(" hugetlb pool on this system (")
-                .str(dir)
-                .str(" is missing)");
-            return;
-        }
-        Cause::Empty => {
-            m.str("the ")
-                .str(size.name())
-                .str(" hugetlb pool is empty (nr_hugepages 0)");
-        }
-        Cause::TooSmall => {
-            m.str("the ")
-                .str(size.name())
-                .str(" hugetlb pool has ")
-                .dec(available)
-                .str(" pages available, fewer than the ")
-                .dec(pages)
-                .str(" asked");
-        }
-        Cause::Forbidden => {
-            m.str("mapping from the ")
-                .str(size.name())
-                .str(" hugetlb pool is forbidden here (EPERM/EACCES)");
-            return;
-        }
-        Cause::Other | Cause::None => {
-            m.str("mmap(MAP_HUGETLB) of ")
-                .str(size.name())
-                .str(" pages was refused");
-            return;
-        }
-    }
-    m.str("; reserve pages with: echo N > ")
-        .str(dir)
-        .str("nr_hugepages");
-}
-
 /// The process's hugetlb source.
 pub static HUGETLB: HugetlbSource = HugetlbSource::new();
-
-/// Whether one page of `size` can be had from the pool now, for the doctor: maps it, faults
-/// it in and unmaps it again (the pool is as before afterwards). `Err` names why not.
-pub fn probe(size: HugePageSize) -> Result<(), Cause> {
-    let page = size.bytes();
-    let p = os::map_hugetlb(page, size, page).map_err(|e| Cause::classify(e, size))?;
-    // SAFETY: `p` is the fresh one-page hugetlb mapping just made, ours alone.
-    let faulted = unsafe { os::populate_write(p, page, page) };
-    os::unmap(p, page);
-    if faulted {
-        Ok(())
-    } else {
-        Err(Cause::Other)
-    }
-}
-
-/// One explicit huge page pool (`/sys/kernel/mm/hugepages/hugepages-*`), as
-/// [`hugetlb_status`](crate::hugetlb_status) reports it.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct HugetlbPoolStatus {
-    /// The page source drawing from this pool: [`Hugetlb::Pages2M`] or [`Hugetlb::Pages1G`].
-    pub source: Hugetlb,
-    /// The page size in bytes.
-    pub page_bytes: usize,
-    /// Whether the kernel has this pool at all (its sysfs directory exists; not in some
-    /// containers, nor without hugetlbfs).
-    pub present: bool,
-    /// `nr_hugepages`: pages in the pool.
-    pub pages: u64,
-    /// `free_hugepages`: pages backing no mapping (promised ones included).
-    pub free: u64,
-    /// `resv_hugepages`: free pages promised to mappings that have not touched them yet.
-    pub promised: u64,
-    /// Whether one page could be mapped and touched just now (it went back to the pool at
-    /// once): `hugetlb:2M|1G` would get pages rather than fall back.
-    pub test_page: bool,
-    /// Why no test page could be had: `absent`, `empty`, `too small`, `forbidden` or `refused`
-    /// (the word `stats` and the fallback warning use); `""` when one could.
-    pub why_not: &'static str,
-    /// The pool's sysfs directory, with a trailing `/`: root reserves `N` pages with
-    /// `echo N > <sysfs_dir>nr_hugepages`.
-    pub sysfs_dir: &'static str,
-}
-
-impl HugetlbPoolStatus {
-    /// Pages a new mapping can still have: free and not promised.
-    pub const fn available(&self) -> u64 {
-        self.free.saturating_sub(self.promised)
-    }
-}
-
-/// Both explicit huge page pools, 2 MiB then 1 GiB: what [`hugetlb_status`](crate::hugetlb_status)
-/// returns.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct HugetlbStatus {
-    pub pools: [HugetlbPoolStatus; 2],
-}
-
-/// Reads both pools and probes each for a page (see [`probe`]). Allocates nothing; the pools
-/// are as before afterwards.
-pub fn status() -> HugetlbStatus {
-    HugetlbStatus {
-        pools: HugePageSize::ALL.map(pool_status),
-    }
-}
-
-fn pool_status(size: HugePageSize) -> HugetlbPoolStatus {
-    let pool = os::hugetlb_pool(size);
-    let probed = probe(size);
-    HugetlbPoolStatus {
-        source: match size {
-            HugePageSize::Size2M => Hugetlb::Pages2M,
-            HugePageSize::Size1G => Hugetlb::Pages1G,
-        },
-        page_bytes: size.bytes(),
-        present: pool.is_some(),
-        pages: pool.map_or(0, |p| p.total),
-        free: pool.map_or(0, |p| p.free),
-        promised: pool.map_or(0, |p| p.reserved),
-        test_page: probed.is_ok(),
-        why_not: match probed {
-            Ok(()) => "",
-            Err(cause) => cause.name(),
-        },
-        sysfs_dir: size.sysfs_dir(),
-    }
-}
 
 /// Takes the reserve `opts` ask for (`hugetlb_reserve`), in pages of the global `hugetlb` size,
 /// or 2 MiB pages where that is `off` (the reserve then serves `arena.<i>.hugetlb` arenas).
