@@ -212,6 +212,7 @@ pub mod ffi {
     };
 }
 
+#[cfg(not(loom))]
 pub use hugetlb::{HugetlbPoolStatus, HugetlbStatus};
 pub use thp::{Defrag, SystemMode, Thp, ThpStatus};
 
