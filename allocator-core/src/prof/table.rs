@@ -41,14 +41,7 @@ pub(super) struct Table {
 // SAFETY: the raw pointers are metadata only touched under the table lock.
 unsafe impl Send for Table {}
 
-pub(super) static TABLE: Mutex<Table> = Mutex::new(Table {
-    blocks: null_mut(),
-    blocks_cap: 0,
-    nblocks: 0,
-    stacks: null_mut(),
-    stacks_cap: 0,
-    nstacks: 0,
-});
+pub(super) static TABLE: Mutex<Table> = Mutex::new(Table::EMPTY);
 
 pub(super) const BLOCKS_MIN: usize = 1024;
 pub(super) const STACKS_MIN: usize = 256;
@@ -73,6 +66,16 @@ impl Stack {
 }
 
 impl Table {
+    /// No blocks, no stacks, nothing allocated yet.
+    pub(super) const EMPTY: Table = Table {
+        blocks: null_mut(),
+        blocks_cap: 0,
+        nblocks: 0,
+        stacks: null_mut(),
+        stacks_cap: 0,
+        nstacks: 0,
+    };
+
     /// Inserts a block; false when the table cannot grow.
     pub(super) fn block_insert(
         &mut self,

@@ -41,14 +41,7 @@ fn scaling_undoes_sampling() {
 
 #[test]
 fn block_table_insert_find_delete() {
-    let mut t = Table {
-        blocks: null_mut(),
-        blocks_cap: 0,
-        nblocks: 0,
-        stacks: null_mut(),
-        stacks_cap: 0,
-        nstacks: 0,
-    };
+    let mut t = Table::EMPTY;
     // Many keys, then delete every other one: the rest must stay findable.
     for k in 1..5000usize {
         assert!(t.block_insert(k * 4096 + 16, k * 4096, k, null_mut()));
