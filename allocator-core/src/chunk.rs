@@ -191,16 +191,8 @@ impl PageChunk {
         }
         let mut purged = 0;
         let mut i = 0;
-        while i < CHUNK_PAGES {
-            if !(self.free.get(i) && self.dirty.get(i)) {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < CHUNK_PAGES && self.free.get(i) && self.dirty.get(i) {
-                i += 1;
-            }
-            let n = i - start;
+        while let Some((start, n)) = self.free_dirty_run(i) {
+            i = start + n;
             os::advise(
                 (self.addr + start * os::PAGE) as *mut u8,
                 n * os::PAGE,
@@ -211,6 +203,20 @@ impl PageChunk {
         }
         self.ndirty_free -= purged as u32;
         purged
+    }
+
+    /// The first run of pages both free and dirty at or after page `from`: its first page and
+    /// length (what purging advises).
+    pub fn free_dirty_run(&self, from: usize) -> Option<(usize, usize)> {
+        let mut i = from;
+        while i < CHUNK_PAGES && !(self.free.get(i) && self.dirty.get(i)) {
+            i += 1;
+        }
+        let start = i;
+        while i < CHUNK_PAGES && self.free.get(i) && self.dirty.get(i) {
+            i += 1;
+        }
+        (i > start).then_some((start, i - start))
     }
 
     /// Invariant scan (debug and test builds, `check:full`).

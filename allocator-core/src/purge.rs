@@ -447,16 +447,8 @@ impl ArenaInner {
         let p = unsafe { &mut *pc };
         let mut chosen = 0;
         let mut i = 0;
-        while i < CHUNK_PAGES {
-            if !(p.free.get(i) && p.dirty.get(i)) {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < CHUNK_PAGES && p.free.get(i) && p.dirty.get(i) {
-                i += 1;
-            }
-            let n = i - start;
+        while let Some((start, n)) = p.free_dirty_run(i) {
+            i = start + n;
             let run = PurgeRun::Pages {
                 pc,
                 start: start as u32,
