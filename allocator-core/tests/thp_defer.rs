@@ -20,6 +20,17 @@ const BLOCK: usize = 64 * MIB;
 const CHUNKS: u64 = (BLOCK / (2 * MIB)) as u64;
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// The tests' serial lock, or `None` (with the reason printed) where THP is unavailable and
+/// the test is skipped.
+fn serial_with_thp() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = thp_unavailable() {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    Some(g)
+}
+
 fn thp_unavailable() -> Option<&'static str> {
     match std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled") {
         Err(_) => Some("/sys/kernel/mm/transparent_hugepage/enabled is missing"),
@@ -78,11 +89,9 @@ fn touch_page_by_page(p: *mut u8, len: usize) {
 
 #[test]
 fn touched_block_is_collapsed_without_ever_being_advised() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = thp_unavailable() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = serial_with_thp() else {
         return;
-    }
+    };
     let arena = Arena::new(Thp::Defer).expect("an arena").index();
     let p = alloc::alloc_in(Some(arena), BLOCK, 1, false, false);
     assert!(!p.is_null());
@@ -125,11 +134,9 @@ fn touched_block_is_collapsed_without_ever_being_advised() {
 
 #[test]
 fn block_freed_before_its_collapse_is_skipped() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = thp_unavailable() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = serial_with_thp() else {
         return;
-    }
+    };
     let arena = Arena::new(Thp::Defer).expect("an arena").index();
     // Never touched, so no pass can collapse it before the free (a chunk is collapsed only
     // once all its pages are resident; fresh chunks of a new arena are not).
@@ -157,11 +164,9 @@ fn block_freed_before_its_collapse_is_skipped() {
 
 #[test]
 fn other_policies_queue_nothing() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = thp_unavailable() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = serial_with_thp() else {
         return;
-    }
+    };
     for policy in [Thp::Always, Thp::Madvise, Thp::Never, Thp::Default] {
         let arena = Arena::new(policy).expect("an arena").index();
         let p = alloc::alloc_in(Some(arena), BLOCK, 1, false, false);
@@ -192,11 +197,9 @@ fn other_policies_queue_nothing() {
 /// is collapsed in the child as in the parent. The child reports through its exit status.
 #[test]
 fn fork_child_collapses_its_own_deferred_block() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = thp_unavailable() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = serial_with_thp() else {
         return;
-    }
+    };
     // The parent's defer arena starts the parent's background thread; the child gets none.
     let arena = Arena::new(Thp::Defer).expect("an arena").index();
     // SAFETY: the child only allocates, reads /proc and exits with _exit.
