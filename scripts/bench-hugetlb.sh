@@ -12,6 +12,8 @@
 # profits from another's pool) and puts both pools back as they were when it ends, failed or
 # not. Run it on a quiet machine, under the shared lock where there is one:
 #   flock /work/notes/bench.lock scripts/bench-hugetlb.sh /tmp/h.txt
+# On a VM guest with free-page reporting (virtio_balloon), first-touch figures include the
+# host's faults: see docs/hugetlb.md, "Figures", for how run 2 there turned it off.
 # A small run, to check that it works (seconds):
 #   SIZES="64" TLB_MIB=256 CHASE_STEPS=200000 BIGBUF_ITERS=2 scripts/bench-hugetlb.sh /tmp/h.txt
 #
@@ -43,6 +45,11 @@ trap restore EXIT
 
 # pools PAGES_2M PAGES_1G: sets both pools (the kernel may find fewer; the runs say so).
 pools() {
+    # 1 GiB pages need 1 GiB of contiguous free memory: give the kernel its best chance (the
+    # page cache dropped, memory compacted) before each request.
+    sync
+    echo 3 > /proc/sys/vm/drop_caches
+    echo 1 > /proc/sys/vm/compact_memory
     echo "$1" > "$pool2m"
     [ -e "$pool1g" ] && echo "$2" > "$pool1g"
     echo "pools: 2M $(cat "$pool2m") of $1, 1G $(cat "$pool1g" 2>/dev/null || echo -) of $2" >&2

@@ -8,12 +8,18 @@ scipp, as issue 4's targets are stated against glibc; `jemalloc` for the mixed w
 
 usage: summarise.py RESULTS
 """
+import re
 import statistics
 import sys
 from collections import OrderedDict, defaultdict
 
 CONFIGS = ["hugealloc", "hugealloc-thp-always", "hugealloc-thp-never", "system",
-           "jemalloc", "jemalloc-thp-always", "mimalloc"]
+           "jemalloc", "jemalloc-thp-always", "mimalloc",
+           # scripts/bench-hugetlb.sh (issue 14)
+           "hugealloc-hugetlb-2M", "hugealloc-hugetlb-1G", "glibc-hugetlb-2", "mimalloc-reserve-1G"]
+# scripts/bench-hugetlb.sh has no `system` run: its time columns compare with glibc's hugetlb
+# run instead.
+BASELINE_FALLBACK = {"system": "glibc-hugetlb-2"}
 
 # workload -> (baseline, [(column title, key, is_time)])
 TABLES = OrderedDict([
@@ -52,14 +58,30 @@ TABLES = OrderedDict([
 
 
 def parse(path):
+    """(label, config) -> key -> values; label -> workload (`sub`); label -> parameters.
+
+    The label is the line's `workload=` (scripts/bench-hugetlb.sh names its runs, e.g.
+    `bigbuf-512`, `chase-1024`) or else its `sub`. A `/usr/bin/time` line of that script
+    (`config=C workload=L time: 1.2 s, 345 minor faults`) adds `wall_s` and `proc_minflt`.
+    """
     data = defaultdict(lambda: defaultdict(list))
+    subs = OrderedDict()
     params = defaultdict(set)
     with open(path) as f:
         for line in f:
             kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
-            if "config" not in kv or "sub" not in kv:
+            if "config" not in kv:
                 continue
-            key = (kv["sub"], kv["config"])
+            if "sub" not in kv:
+                m = re.search(r"time: ([0-9.]+) s, ([0-9]+) minor faults", line)
+                if m and "workload" in kv:
+                    d = data[(kv["workload"], kv["config"])]
+                    d["wall_s"].append(float(m.group(1)))
+                    d["proc_minflt"].append(float(m.group(2)))
+                continue
+            label = kv.get("workload", kv["sub"])
+            subs.setdefault(label, kv["sub"])
+            key = (label, kv["config"])
             for k, v in kv.items():
                 try:
                     data[key][k].append(float(v))
@@ -67,8 +89,8 @@ def parse(path):
                     pass
             for k in ("mib", "iters", "entries", "rounds", "keep", "type", "chase_mib"):
                 if k in kv:
-                    params[kv["sub"]].add(f"{k}={kv[k]}")
-    return data, params
+                    params[label].add(f"{k}={kv[k]}")
+    return data, subs, params
 
 
 def fmt(v):
@@ -76,19 +98,28 @@ def fmt(v):
 
 
 def main():
-    data, params = parse(sys.argv[1])
-    for sub, (baseline, cols) in TABLES.items():
-        rows = [c for c in CONFIGS if (sub, c) in data]
+    data, subs, params = parse(sys.argv[1])
+    for label, sub in subs.items():
+        if sub not in TABLES:
+            continue
+        baseline, cols = TABLES[sub]
+        if baseline and not any(k == (label, baseline) for k in data):
+            baseline = BASELINE_FALLBACK.get(baseline, baseline)
+        if any("wall_s" in data[(label, c)] for c in CONFIGS if (label, c) in data):
+            cols = cols + [("process wall s", "wall_s", True),
+                           ("process minor faults", "proc_minflt", False)]
+        rows = [c for c in CONFIGS if (label, c) in data]
         if not rows:
             continue
-        print(f"\n`{sub}` ({', '.join(sorted(params[sub]))}); medians"
+        print(f"\n`{label}` ({', '.join(sorted(params[label]))}); medians"
               + (f"; in brackets the speed-up over {baseline} ({baseline}'s time / this time)"
                if baseline else "; MiB") + "\n")
         print("| configuration | n | " + " | ".join(t for t, _, _ in cols) + " |")
         print("|---|---|" + "---|" * len(cols))
         for c in rows:
-            d = data[(sub, c)]
-            n = max((len(v) for v in d.values()), default=0)
+            d = data[(label, c)]
+            n = len(d.get(cols[0][1].split(":")[0], [])) or max(
+                (len(v) for v in d.values()), default=0)
             cells = []
             for _, key, is_time in cols:
                 if key.endswith(":range"):
@@ -100,8 +131,9 @@ def main():
                     continue
                 m = statistics.median(d[key])
                 cell = fmt(m)
-                if is_time and baseline and (sub, baseline) in data and key in data[(sub, baseline)]:
-                    b = statistics.median(data[(sub, baseline)][key])
+                if is_time and baseline and (label, baseline) in data \
+                        and key in data[(label, baseline)]:
+                    b = statistics.median(data[(label, baseline)][key])
                     if m > 0 and b > 0:
                         cell += f" ({b / m:.2f}x)"
                 cells.append(cell)
