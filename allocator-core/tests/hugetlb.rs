@@ -806,6 +806,16 @@ impl TestArena {
         unsafe { self.0.dealloc(p as *mut u8, Self::layout(len)) };
     }
 
+    /// `p` (a block of `len` bytes) resized to `new_len` bytes.
+    fn realloc(&self, p: usize, len: usize, new_len: usize) -> usize {
+        use std::alloc::GlobalAlloc;
+        // SAFETY: p is a live block of this arena allocated with this layout; new_len is not
+        // zero.
+        let q = unsafe { self.0.realloc(p as *mut u8, Self::layout(len), new_len) } as usize;
+        assert_ne!(q, 0, "a realloc to {new_len} bytes failed");
+        q
+    }
+
     /// A block of `len` bytes, as the arena hands it out (not written).
     fn alloc_unfilled(&self, len: usize) -> usize {
         use std::alloc::GlobalAlloc;
@@ -1290,11 +1300,11 @@ fn hugetlb_chunks_get_no_advice_of_any_kind() {
     // `os` for the chunks' range (`testing::os::watch_advice`), in a child: the range's
     // addresses are nobody else's there.
     let size = HugePageSize::Size2M;
-    let Some(pool) = Pool::set("no advice", size, 8) else {
+    let Some(pool) = Pool::set("no advice", size, 12) else {
         return;
     };
-    run_child("child_no_advice", "thp:always,hugetlb_reserve:4M");
-    assert_eq!(pool.free(), 8, "the child's pages went back at its exit");
+    run_child("child_no_advice", "thp:always,hugetlb_reserve:8M");
+    assert_eq!(pool.free(), 12, "the child's pages went back at its exit");
 }
 
 #[test]
@@ -1308,8 +1318,8 @@ fn child_no_advice() {
     let a = TestArena::with_thp(hugealloc::Thp::Always, hugealloc::Hugetlb::Pages2M);
     let (base, n, _) = hugealloc::testing::hugetlb::HUGETLB
         .reserve_range()
-        .expect("the 4 MiB reserve");
-    assert_eq!(n, 2);
+        .expect("the 8 MiB reserve");
+    assert_eq!(n, 4);
     let reserve = base..base + n * CHUNK;
     // The reserve's range is known before any chunk of it is handed out: advice at take time
     // is watched too.
@@ -1346,6 +1356,31 @@ fn child_no_advice() {
     for (i, &p) in runs.iter().enumerate().skip(1).step_by(2) {
         assert!(all_equal(p, 64 << 10, i as u8), "a live page run changed");
     }
+    // A huge block grown in place over the next free reserve chunk (the run extension of a
+    // huge block, which advises the chunks it takes on an ordinary arena) takes none either.
+    // (`again` and the page runs' chunk hold the reserve's first two chunks: the pair is the
+    // last two.)
+    let two = a.alloc(2 * CHUNK, 0x11);
+    assert!(reserve.contains(&two) && reserve.contains(&(two + CHUNK)));
+    a.free(two, 2 * CHUNK);
+    let one = a.alloc(CHUNK, 0x12);
+    assert_eq!(one, two, "the first chunk of the freed pair is reused");
+    let grown = a.realloc(one, CHUNK, 2 * CHUNK);
+    assert_eq!(
+        grown, one,
+        "the block did not grow in place: the test would test nothing"
+    );
+    assert!(
+        all_equal(grown, CHUNK, 0x12),
+        "the grown block lost its contents"
+    );
+    assert_eq!(
+        watched_advice(),
+        [0; 5],
+        "advice given to reserve chunks a huge block grew over, {ADVICE_KINDS}"
+    );
+    a.free(grown, 2 * CHUNK);
+    a.free(again, CHUNK);
     // Fresh pages (the reserve is in use now): watched from their allocation to their return.
     let fresh = a.alloc(8 << 20, 0x3c);
     assert!(!reserve.contains(&fresh));
