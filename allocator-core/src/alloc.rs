@@ -20,9 +20,6 @@ mod debug;
 use debug::{alloc_arena_debug, free_debug};
 pub use debug::{usable_of, JUNK_ALLOC, JUNK_FREE, REDZONE};
 
-// `free` finds a page's index by masking the address (see there).
-const _: () = assert!(CHUNK_PAGES.is_power_of_two() && CHUNK_PAGES << crate::os::LG_PAGE == CHUNK);
-
 /// `malloc`: at least `size` bytes, aligned to 16 when `size >= 16` (8 below).
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut u8 {
@@ -262,13 +259,12 @@ pub unsafe fn free(p: *mut u8) {
         let entry = PAGEMAP.get(addr);
         if entry & TAG_MASK == TAG_PAGES {
             let pc = (entry & !TAG_MASK) as *const crate::chunk::PageChunk;
-            // Chunks are CHUNK-aligned, so the page index is the address's bits below the
-            // chunk: no load of the chunk's base, and no bounds check (masked).
-            let page = (addr >> crate::os::LG_PAGE) & (CHUNK_PAGES - 1);
+            // The address's bits below the chunk: no load of the chunk's base.
+            let page = crate::owner::page_index(addr);
             // SAFETY: a TAG_PAGES entry points at its chunk's live page map.
             debug_assert_eq!(page, unsafe { (*pc).page_of(addr) });
             // SAFETY: as above; `page < CHUNK_PAGES`, the page map's length.
-            let word = unsafe { (*pc).page_map[page] };
+            let word = unsafe { *(*pc).page_map.get_unchecked(page) };
             let kind = word & PAGE_KIND;
             if kind == PAGE_SLAB || (kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0) {
                 let class = (word >> PAGE_CLASS_SHIFT) as usize;

@@ -50,6 +50,22 @@ impl<const W: usize> Bitmap<W> {
         *self.word_mut(i) &= !(1 << (i % 64));
     }
 
+    /// Sets the bits `bits` of word `w` (bits `64 * w..64 * w + 64`) with one store, if none of
+    /// them is set already; otherwise changes nothing and returns those already set (a word
+    /// past the map returns `bits`). Slab flushes return a word's worth of objects at once.
+    #[inline]
+    pub fn set_word_bits(&mut self, w: usize, bits: u64) -> Result<(), u64> {
+        let Some(word) = self.words.get_mut(w) else {
+            return Err(bits);
+        };
+        let both = *word & bits;
+        if both != 0 {
+            return Err(both);
+        }
+        *word |= bits;
+        Ok(())
+    }
+
     /// Sets bits `start..start + len`.
     pub fn set_range(&mut self, start: usize, len: usize) {
         self.fill_range(start, len, true)
@@ -237,6 +253,21 @@ impl<const W: usize> Default for Bitmap<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_word_bits_sets_all_or_nothing() {
+        let mut m = Bitmap::<2>::new();
+        assert_eq!(m.set_word_bits(1, 0b1010), Ok(()));
+        assert!(m.get(65) && m.get(67) && !m.get(64) && !m.get(1));
+        // One bit already set: nothing changes, the overlap is reported.
+        assert_eq!(m.set_word_bits(1, 0b0110), Err(0b0010));
+        assert!(!m.get(66));
+        assert_eq!(m.count(), 2);
+        assert_eq!(m.set_word_bits(0, u64::MAX), Ok(()));
+        assert_eq!(m.count(), 66);
+        // A word past the map.
+        assert_eq!(m.set_word_bits(2, 1), Err(1));
+    }
 
     #[test]
     fn take_lowest_takes_the_lowest_set_bits_in_order_and_clears_them() {

@@ -8,7 +8,7 @@ use crate::chunk::*;
 use crate::diag;
 use crate::os;
 use crate::pagemap::{PAGEMAP, TAG_EXTENT, TAG_MASK, TAG_PAGES};
-use crate::size_class::CHUNK;
+use crate::size_class::{CHUNK, CHUNK_PAGES};
 use crate::slab::Slab;
 
 /// What a pointer is, from the pagemap alone.
@@ -36,11 +36,10 @@ pub fn owner_of(p: *mut u8) -> Owner {
     match entry & TAG_MASK {
         TAG_PAGES => {
             let pc = (entry & !TAG_MASK) as *mut PageChunk;
-            // SAFETY: a TAG_PAGES entry always points at the live PageChunk of its chunk.
-            let page = unsafe { (*pc).page_of(addr) };
-            // SAFETY: as above. `page < CHUNK_PAGES` since addr lies in the chunk; were it not,
-            // word 0 (a free page) makes it abort below.
-            let word = unsafe { (*pc).page_map.get(page).copied().unwrap_or(0) };
+            let page = page_index(addr);
+            // SAFETY: a TAG_PAGES entry always points at the live PageChunk of its chunk;
+            // `page < CHUNK_PAGES`, the page map's length.
+            let word = unsafe { *(*pc).page_map.get_unchecked(page) };
             let class = (word >> PAGE_CLASS_SHIFT) as usize;
             match word & PAGE_KIND {
                 PAGE_SLAB => Owner::Small {
@@ -72,14 +71,43 @@ pub fn owner_of(p: *mut u8) -> Owner {
     }
 }
 
-/// The slab holding `p`, which the caller says is of small class `class`; aborts naming the
-/// pointer when it is not a small block of that class.
-#[inline]
+/// The index of the page holding `addr` inside its chunk. Chunks are `CHUNK`-aligned, so it is
+/// the address's bits below the chunk: no load of the chunk's base, and always below
+/// `CHUNK_PAGES` (the page map's length).
+#[inline(always)]
+pub const fn page_index(addr: usize) -> usize {
+    (addr >> os::LG_PAGE) & (CHUNK_PAGES - 1)
+}
+
+const _: () = assert!(CHUNK_PAGES.is_power_of_two() && CHUNK_PAGES << os::LG_PAGE == CHUNK);
+
+/// The slab holding `p`, which the caller says is of small class `class`, in one pagemap
+/// lookup (the chunk's entry, then the page's word: `slab | PAGE_SLAB` with the class on top);
+/// aborts naming the pointer when it is not a small block of that class (a flush's check of
+/// every block it returns).
+#[inline(always)]
 pub fn slab_of(p: *mut u8, class: usize) -> *mut Slab {
-    match owner_of(p) {
-        Owner::Small { slab, class: c, .. } if c == class => slab,
-        _ => diag::fatal_ptr("free with a size of another class:", p),
+    let addr = p as usize;
+    let entry = PAGEMAP.get(addr);
+    if entry & TAG_MASK == TAG_PAGES {
+        let pc = (entry & !TAG_MASK) as *const PageChunk;
+        // SAFETY: a TAG_PAGES entry points at the live PageChunk of its chunk; `page_index`
+        // is below CHUNK_PAGES, the page map's length.
+        let word = unsafe { *(*pc).page_map.get_unchecked(page_index(addr)) };
+        if word & PAGE_KIND == PAGE_SLAB && (word >> PAGE_CLASS_SHIFT) as usize == class {
+            return (word & PAGE_PAYLOAD & !PAGE_KIND) as *mut Slab;
+        }
     }
+    slab_of_bad(p)
+}
+
+/// `slab_of`'s abort: `owner_of`'s message for a pointer hugealloc does not own, else a size
+/// of another class.
+#[cold]
+#[inline(never)]
+fn slab_of_bad(p: *mut u8) -> ! {
+    let _ = owner_of(p);
+    diag::fatal_ptr("free with a size of another class:", p)
 }
 
 /// The class of a live block, from the pagemap alone.
