@@ -12,12 +12,12 @@ use crate::chunk::{PAGE_CLASS_SHIFT, PAGE_KIND, PAGE_LARGE, PAGE_SLAB};
 use crate::diag;
 use crate::pagemap::{PAGEMAP, TAG_MASK, TAG_PAGES};
 use crate::size_class::*;
-use crate::tcache::{FAST_MAX, NBINS};
+use crate::tcache::FAST_MAX;
 use crate::thread;
 use core::ptr::{self, null_mut};
 
 mod debug;
-use debug::{alloc_arena_debug, free_debug};
+use debug::{alloc_arena_debug, free_debug, free_debug_cached};
 pub use debug::{usable_of, JUNK_ALLOC, JUNK_FREE, REDZONE};
 
 /// `malloc`: at least `size` bytes, aligned to 16 when `size >= 16` (8 below).
@@ -139,36 +139,44 @@ fn alloc_counted(size: usize, align: usize, zero: bool) -> *mut u8 {
     let Some(class) = class_for(size, align) else {
         return null_mut();
     };
+    if diag::debug() != 0 {
+        // The debug modes keep the thread's cache out of the fast paths' sight, so every block
+        // comes here; the debug path takes from the cache (`thread::debug_tcache`).
+        let tc = thread::debug_tcache();
+        return alloc_arena_from(thread::current_arena(), tc, class, size, align, zero);
+    }
     let mut tc = thread::tcache();
     if tc.is_null() {
         crate::init::ensure_init();
         tc = thread::tcache_slow();
     }
-    if !tc.is_null() && class < NBINS && (align <= crate::os::PAGE || !is_small(class)) {
+    if !tc.is_null() {
         // SAFETY: the thread's own live cache.
-        let t = unsafe { &mut *tc };
-        let bin = &mut t.bins[class];
-        // Cached blocks are page aligned at most (large) or class aligned (small).
-        let cache_ok = bin.cap > 0 && (is_small(class) || align <= crate::os::PAGE);
-        if cache_ok {
-            let p = if bin.count > 0 {
-                bin.count -= 1;
-                // SAFETY: items[count] is a cached pointer.
-                unsafe { *bin.items.add(bin.count as usize) }
-            } else {
-                t.alloc_slow(class)
-            };
-            if !p.is_null() {
-                if zero {
-                    // SAFETY: p is a live block of class_size(class) >= size bytes.
-                    unsafe { ptr::write_bytes(p, 0, size) };
-                }
-                return p;
+        if let Some(p) = cache_take(unsafe { &mut *tc }, class, align) {
+            if zero && !p.is_null() {
+                // SAFETY: p is a live block of class_size(class) >= size bytes.
+                unsafe { ptr::write_bytes(p, 0, size) };
             }
-            return null_mut();
+            return p;
         }
     }
     alloc_arena(thread::current_arena(), class, size, align, zero)
+}
+
+/// A block of `class` from the cache `t`, refilling an empty small bin (null when out of
+/// memory); `None` when the cache holds no blocks of `class` aligned to `align`.
+fn cache_take(t: &mut crate::tcache::Tcache, class: usize, align: usize) -> Option<*mut u8> {
+    // Cached blocks are page aligned at most (large) or class aligned (small).
+    let bin = t.bins.get_mut(class)?;
+    if bin.cap == 0 || align > crate::os::PAGE {
+        return None;
+    }
+    if bin.count > 0 {
+        bin.count -= 1;
+        // SAFETY: items[count] is a cached pointer (count was above it).
+        return Some(unsafe { *bin.items.add(bin.count as usize) });
+    }
+    Some(t.alloc_slow(class))
 }
 
 /// Allocates from `arena` without the thread cache.
@@ -179,9 +187,21 @@ pub fn alloc_arena(
     align: usize,
     zero: bool,
 ) -> *mut u8 {
+    alloc_arena_from(arena, null_mut(), class, size, align, zero)
+}
+
+/// Allocates from `arena`, or under the debug modes from the cache `tc` when not null.
+fn alloc_arena_from(
+    arena: &arena::Arena,
+    tc: *mut crate::tcache::Tcache,
+    class: usize,
+    size: usize,
+    align: usize,
+    zero: bool,
+) -> *mut u8 {
     let debug = diag::debug();
     let p = if debug != 0 {
-        alloc_arena_debug(arena, size, align, zero, debug)
+        alloc_arena_debug(arena, tc, size, align, zero, debug)
     } else {
         alloc_arena_plain(arena, class, size, align, zero)
     };
@@ -350,6 +370,11 @@ pub unsafe fn free_slow(p: *mut u8) {
             crate::diag::fatal_ptr("free of a pointer inside a block (not its start):", p);
         }
     }
+    let debug = diag::debug();
+    if debug != 0 {
+        free_debug_cached(owner, p, debug);
+        return;
+    }
     let tc = thread::tcache();
     match owner {
         Owner::Small { class, .. } | Owner::Large { class, .. } if !tc.is_null() => {
@@ -370,6 +395,11 @@ fn free_arena(owner: Owner, p: *mut u8) {
     if debug != 0 {
         free_debug(&owner, p, debug);
     }
+    free_arena_plain(owner, p)
+}
+
+/// Returns `p` to its arena (no debug checks or fills).
+fn free_arena_plain(owner: Owner, p: *mut u8) {
     let a = crate::registry::arena(arena::arena_index_of(&owner) as usize);
     match owner {
         Owner::Small { class, .. } => a.bin_flush(class, &[p]),

@@ -139,7 +139,8 @@ pub fn set_full_checks(on: bool) {
 }
 
 /// Debug modes, set once by the init (`junk`, `zero`, `check:full`); with any of them on the
-/// thread cache is off, so every block passes `alloc`'s debug path.
+/// fast paths see no thread cache, so every block passes `alloc`'s debug path, which uses the
+/// cache after its checks and fills (`thread::debug_tcache`).
 pub const DEBUG_JUNK: u8 = 1;
 pub const DEBUG_ZERO: u8 = 2;
 pub const DEBUG_FULL: u8 = 4;

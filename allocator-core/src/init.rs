@@ -141,11 +141,8 @@ fn global_init() {
     let debug = (opts.junk as u8 * diag::DEBUG_JUNK)
         | (opts.zero as u8 * diag::DEBUG_ZERO)
         | (opts.check_full as u8 * diag::DEBUG_FULL);
+    // The debug modes keep the thread caches, out of the fast paths' sight (`thread`).
     diag::set_debug(debug);
-    if debug != 0 {
-        // Every block must pass the debug path, which the thread cache would bypass.
-        opts.tcache = false;
-    }
     let mode = read_system_mode();
     crate::arena::set_thp_globals(mode, opts.thp_threshold);
     crate::arena::set_decay_ms(opts.dirty_decay_ms);

@@ -188,6 +188,19 @@ impl Tcache {
         arena.large_alloc(class, 1, false)
     }
 
+    /// Caches `p` (class `class`, a bin of capacity above 0), flushing the older half of a
+    /// full bin first: the push of the debug modes' path (the fast path has its own, in
+    /// `alloc`).
+    pub fn push(&mut self, class: usize, p: *mut u8) {
+        let bin = bin_mut(&mut self.bins, class);
+        if bin.count >= bin.cap {
+            return self.free_slow(class, p);
+        }
+        // SAFETY: count < cap: inside the bin's stack.
+        unsafe { *bin.items.add(bin.count as usize) = p };
+        bin.count += 1;
+    }
+
     /// Caches `p` (class `class`) in its full bin after flushing the older half.
     #[cold]
     #[inline(never)]

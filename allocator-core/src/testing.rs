@@ -18,7 +18,7 @@
 pub mod alloc {
     pub use crate::alloc::{
         alloc, alloc_in, alloc_zeroed, free, free_no_cache, free_sized, malloc, realloc,
-        usable_size, JUNK_ALLOC, JUNK_FREE,
+        usable_size, JUNK_ALLOC, JUNK_FREE, REDZONE,
     };
 }
 

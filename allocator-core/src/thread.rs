@@ -33,6 +33,9 @@ pub struct ThreadState {
     /// `thread.allocated` counts the same way: cache refills and flushes).
     pub allocated: Cell<u64>,
     pub deallocated: Cell<u64>,
+    /// Under the debug modes (`junk`, `zero`, `check:full`) the thread's cache, kept out of the
+    /// fast-path slot so that every block passes `alloc`'s debug path (`debug_tcache`).
+    debug_cache: Cell<*mut Tcache>,
 }
 
 std::thread_local! {
@@ -43,6 +46,7 @@ std::thread_local! {
             in_global_init: Cell::new(false),
             allocated: Cell::new(0),
             deallocated: Cell::new(0),
+            debug_cache: Cell::new(null_mut()),
         }
     };
 }
@@ -88,16 +92,48 @@ pub fn current_arena() -> &'static Arena {
 }
 
 /// The calling thread's cache, creating it on first use; null while initialising, after the
-/// thread's exit hook, or when `tcache:false`. The init has run.
+/// thread's exit hook, when `tcache:false`, or under the debug modes (whose cache only
+/// `debug_tcache` gives). The init has run.
 #[cold]
 #[inline(never)]
 pub fn tcache_slow() -> *mut Tcache {
+    let tc = tcache_create();
+    if diag::debug() != 0 {
+        return null_mut();
+    }
+    tc
+}
+
+/// Under the debug modes, the calling thread's cache, creating it on first use (null as in
+/// `tcache_slow`, and whenever no debug mode is on). `alloc`'s debug path pops and pushes here
+/// after its checks and fills; the fast paths never see this cache. The init has run.
+#[cold]
+#[inline(never)]
+pub fn debug_tcache() -> *mut Tcache {
+    if diag::debug() == 0 {
+        return null_mut();
+    }
+    tcache_create()
+}
+
+/// The calling thread's cache, whichever slot holds it (the fast path's or the debug modes').
+pub fn any_tcache() -> *mut Tcache {
+    let tc = tcache();
+    if !tc.is_null() {
+        return tc;
+    }
+    TLS.try_with(|t| t.debug_cache.get()).unwrap_or(null_mut())
+}
+
+/// The calling thread's cache, creating it in state NEW (see `tcache_slow`); under the debug
+/// modes it goes in `debug_cache`, else in the fast path's slot.
+fn tcache_create() -> *mut Tcache {
     if in_global_init() {
         return null_mut();
     }
     let state = TLS.with(|t| t.state.get());
     if state != NEW {
-        return tcache();
+        return any_tcache();
     }
     TLS.with(|t| t.state.set(INIT));
     let arena = current_arena();
@@ -119,7 +155,11 @@ pub fn tcache_slow() -> *mut Tcache {
     if key != NO_KEY && !unsafe { crate::os::thread_key_set(key, tc as *mut u8) } {
         diag::warn("pthread_setspecific failed: this thread's cache stays cached at its exit");
     }
-    crate::os::set_tls_cache(tc as *mut u8);
+    if diag::debug() != 0 {
+        TLS.with(|t| t.debug_cache.set(tc));
+    } else {
+        crate::os::set_tls_cache(tc as *mut u8);
+    }
     TLS.with(|t| {
         t.state.set(READY);
     });
@@ -148,7 +188,7 @@ pub fn set_thread_arena(i: usize) -> bool {
     // Relaxed: as above.
     new.nthreads.fetch_add(1, Ordering::Relaxed);
     TLS.with(|t| t.arena.set(i as u32));
-    let tc = tcache();
+    let tc = any_tcache();
     if !tc.is_null() {
         // SAFETY: the thread's own live cache.
         unsafe {
@@ -166,7 +206,7 @@ pub fn thread_arena_index() -> usize {
 
 /// Flushes the calling thread's cache.
 pub fn flush_thread_cache() {
-    let tc = tcache();
+    let tc = any_tcache();
     if !tc.is_null() {
         // SAFETY: the thread's own live cache.
         unsafe { (*tc).flush_all() };
@@ -178,6 +218,7 @@ extern "C" fn thread_exit(arg: *mut libc::c_void) {
     crate::os::set_tls_cache(null_mut());
     let _ = TLS.try_with(|t| {
         t.state.set(DEAD);
+        t.debug_cache.set(null_mut());
         let a = t.arena.get();
         if a != UNBOUND {
             // Relaxed: counts only steer placement.

@@ -27,9 +27,76 @@ fn case(name: &str) {
         }
         "double" => {
             let p = alloc::malloc(100);
-            // SAFETY: deliberately invalid: the second free (no thread cache in this mode).
+            let q = alloc::malloc(100);
+            // SAFETY: deliberately invalid: the second free of p, with q pushed on the cache
+            // in between (p is no longer the top of its cache bin).
             unsafe {
                 alloc::free(p);
+                alloc::free(q);
+                alloc::free(p);
+            }
+        }
+        "double_after_flush" => {
+            // The first free's block went back to its slab before the second free.
+            let p = alloc::malloc(100);
+            // SAFETY: deliberately invalid: the second free.
+            unsafe {
+                alloc::free(p);
+                hugealloc::testing::thread::flush_thread_cache();
+                alloc::free(p);
+            }
+        }
+        "double_two_threads" => {
+            // The first free leaves p in this thread's cache, the second in another thread's:
+            // neither cache sees both, and the slab's bitmap catches it when both flush.
+            let p = alloc::malloc(100) as usize;
+            // SAFETY: p is live.
+            unsafe { alloc::free(p as *mut u8) };
+            std::thread::spawn(move || {
+                // SAFETY: deliberately invalid: the second free, from another thread.
+                unsafe { alloc::free(p as *mut u8) };
+                hugealloc::testing::thread::flush_thread_cache();
+            })
+            .join()
+            .unwrap();
+            hugealloc::testing::thread::flush_thread_cache();
+        }
+        "cached" => {
+            // The debug modes keep the thread cache: 10,000 malloc/free pairs of one class take
+            // a handful of batches from the arena bin, not one bin operation each.
+            let arena = match hugealloc::ctl::read("thread.arena") {
+                Ok(hugealloc::ctl::CtlValue::Unsigned(i)) => i,
+                other => panic!("thread.arena: {other:?}"),
+            };
+            // Under check:full a 40-byte block comes from the class of 40 + REDZONE.
+            let class = hugealloc::testing::size_class::class_of(40 + alloc::REDZONE);
+            let name = format!("stats.arenas.{arena}.bins.{class}.nmalloc");
+            let nmalloc = || match hugealloc::ctl::read(&name) {
+                Ok(hugealloc::ctl::CtlValue::U64(n)) => n,
+                other => panic!("{name}: {other:?}"),
+            };
+            let before = nmalloc();
+            for _ in 0..10_000 {
+                let p = alloc::malloc(40);
+                assert!((0..40).all(|i| byte(p, i) == alloc::JUNK_ALLOC));
+                // SAFETY: p is live and freed once.
+                unsafe { alloc::free(p) };
+                assert!((0..40).all(|i| byte(p, i) == alloc::JUNK_FREE));
+            }
+            let taken = nmalloc() - before;
+            assert!(
+                taken < 1000,
+                "{taken} blocks taken from the bin for 10,000 pairs"
+            );
+        }
+        "large_double" => {
+            // A cached large block freed twice with another block of its class in between.
+            let p = alloc::malloc(20 << 10);
+            let q = alloc::malloc(20 << 10);
+            // SAFETY: deliberately invalid: the second free of p.
+            unsafe {
+                alloc::free(p);
+                alloc::free(q);
                 alloc::free(p);
             }
         }
@@ -48,6 +115,8 @@ fn case(name: &str) {
                 alloc::free(q);
                 alloc::free(p);
             }
+            // The blocks reach their slab (and its checks) when the thread cache flushes.
+            hugealloc::testing::thread::flush_thread_cache();
         }
         "fills" => {
             // check:full: usable size is what was asked; new bytes are 0xa5, freed ones 0x5a.
@@ -174,6 +243,15 @@ fn overflow_into_the_redzone_aborts_at_free() {
 #[test]
 fn double_free_aborts_before_the_junk_fill() {
     expect_abort("double", "check:full", "double free of 0x");
+    expect_abort("double", "check:full,tcache:false", "double free of 0x");
+    expect_abort("double_after_flush", "check:full", "double free of 0x");
+    expect_abort("double_after_flush", "junk:true", "double free of 0x");
+    expect_abort("large_double", "check:full", "double free of 0x");
+}
+
+#[test]
+fn double_free_through_two_thread_caches_aborts_at_flush() {
+    expect_abort("double_two_threads", "check:full", "double free of 0x");
 }
 
 #[test]
@@ -189,6 +267,12 @@ fn corrupted_slab_is_caught_by_the_invariant_scan() {
 fn full_checks_fill_new_and_freed_blocks() {
     expect_success("fills", "check:full");
     expect_success("fills", "junk:true,check:full");
+}
+
+#[test]
+fn debug_modes_keep_the_thread_cache() {
+    expect_success("cached", "check:full");
+    expect_success("cached", "junk:true,check:full");
 }
 
 #[test]

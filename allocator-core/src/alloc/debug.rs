@@ -3,10 +3,11 @@
 //! interior free checks before a fill. Everything here is off the fast paths: `alloc` comes
 //! here only when `diag::debug()` is set.
 
-use super::alloc_arena_plain;
+use super::{alloc_arena_plain, cache_take, free_arena_plain};
 use crate::arena::{self, Owner};
 use crate::diag;
 use crate::size_class::*;
+use crate::tcache::Tcache;
 use core::ptr::{self, null_mut};
 
 /// Under `check:full`, every small block ends in a redzone: `REDZONE_BYTE`s after the
@@ -41,10 +42,13 @@ pub(super) unsafe fn junk(p: *mut u8, len: usize, byte: u8, small: bool) {
     }
 }
 
+/// Allocates under the debug modes: from the cache `tc` when not null and the class is
+/// cached, else from `arena`; then the redzone and the fills.
 #[cold]
 #[inline(never)]
 pub(super) fn alloc_arena_debug(
     arena: &arena::Arena,
+    tc: *mut Tcache,
     size: usize,
     align: usize,
     zero: bool,
@@ -60,7 +64,17 @@ pub(super) fn alloc_arena_debug(
     let Some(class) = class_for(want, align) else {
         return null_mut();
     };
-    let p = alloc_arena_plain(arena, class, want, align, zero);
+    // SAFETY: a non-null `tc` is the calling thread's own live cache (`debug_tcache`).
+    let p = match unsafe { tc.as_mut() }.and_then(|t| cache_take(t, class, align)) {
+        Some(p) => {
+            if zero && !p.is_null() {
+                // SAFETY: p is a live block of class_size(class) >= want bytes.
+                unsafe { ptr::write_bytes(p, 0, want) };
+            }
+            p
+        }
+        None => alloc_arena_plain(arena, class, want, align, zero),
+    };
     if p.is_null() {
         return p;
     }
@@ -138,4 +152,41 @@ pub(super) fn free_debug(owner: &Owner, p: *mut u8, debug: u8) {
         // SAFETY: p is a live block of at least `usable` bytes, being freed.
         unsafe { junk(p, usable, JUNK_FREE, small) };
     }
+}
+
+/// Frees `p` under the debug modes: the checks and the junk fill of `free_debug`, then onto
+/// the thread's cache (`thread::debug_tcache`) when its class is cached, else to the arena.
+/// A block already in this thread's cache bin aborts as a double free before the fill (the
+/// whole bin is scanned under `check:full`, its top otherwise); a block already back in its
+/// slab is caught by `free_debug`, and one in another thread's cache when either cache
+/// flushes (the slab's bitmap).
+#[cold]
+#[inline(never)]
+pub(super) fn free_debug_cached(owner: Owner, p: *mut u8, debug: u8) {
+    let tc = crate::thread::debug_tcache();
+    let class = match owner {
+        Owner::Small { class, .. } | Owner::Large { class, .. } => class,
+        Owner::Huge { .. } => usize::MAX,
+    };
+    // SAFETY: a non-null `tc` is the calling thread's own live cache.
+    let Some(t) = (unsafe { tc.as_mut() }).filter(|t| t.bins.get(class).is_some_and(|b| b.cap > 0))
+    else {
+        free_debug(&owner, p, debug);
+        return free_arena_plain(owner, p);
+    };
+    let Some(bin) = t.bins.get(class) else {
+        return;
+    };
+    // SAFETY: items[0..count] are the bin's cached pointers.
+    let cached = unsafe { core::slice::from_raw_parts(bin.items, bin.count as usize) };
+    let scanned = if debug & diag::DEBUG_FULL != 0 {
+        cached
+    } else {
+        cached.get(cached.len().saturating_sub(1)..).unwrap_or(&[])
+    };
+    if scanned.contains(&p) {
+        diag::fatal_ptr("double free of", p);
+    }
+    free_debug(&owner, p, debug);
+    t.push(class, p);
 }

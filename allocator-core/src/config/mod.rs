@@ -225,7 +225,7 @@ options! {
     zero "zero": Bool = false,
         "Zero every new block, as `calloc` does.";
     check_full "check": Check = cfg!(feature = "check"),
-        "`full`: invariant scans, junk on free, redzones after small blocks (no thread cache).";
+        "`full`: invariant scans, junk on free, redzones after small blocks, double-free checks.";
     hugetlb "hugetlb": Hugetlb = Hugetlb::Off,
         "Page source of every arena without its own `arena.<i>.hugetlb`: ordinary memory or a hugetlb pool.";
     arena_hugetlb "arena.<i>.hugetlb": ArenaHugetlb = None,
