@@ -34,6 +34,8 @@ pub struct Base {
     /// The THP advice for metadata chunks (`metadata_thp`): 0 none, 1 huge, 2 no huge,
     /// `ADVICE_DEFER` none now and a deferred collapse (`collapse`) once touched.
     pub advice: crate::sync::plain::AtomicU8,
+    /// `metadata_thp:defer`: metadata chunks queued for a deferred collapse.
+    pub queued_chunks: AtomicU64,
     /// `metadata_thp:defer`: metadata chunks collapsed into huge pages.
     pub collapsed_chunks: AtomicU64,
 }
@@ -54,6 +56,7 @@ impl Base {
                 mapped_bytes: AtomicU64::new(0),
                 allocated_bytes: AtomicU64::new(0),
                 advice: crate::sync::plain::AtomicU8::new(0),
+                queued_chunks: AtomicU64::new(0),
                 collapsed_chunks: AtomicU64::new(0),
             }
         }
@@ -108,7 +111,11 @@ impl Base {
         // on small pages. (Loom builds have no collapse queue: `defer` is never set there.)
         #[cfg(not(loom))]
         if let Some((addr, len)) = fresh {
-            crate::collapse::enqueue(addr, len, crate::collapse::METADATA, os::now_ms());
+            if crate::collapse::enqueue(addr, len, crate::collapse::METADATA, os::now_ms()) {
+                // Relaxed: a statistic.
+                self.queued_chunks
+                    .fetch_add((len / CHUNK) as u64, Ordering::Relaxed);
+            }
         }
         #[cfg(loom)]
         let _ = fresh;

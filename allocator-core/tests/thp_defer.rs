@@ -239,3 +239,124 @@ fn fork_child_collapses_its_own_deferred_block() {
         "the child's deferred block was not collapsed (status {status:#x})"
     );
 }
+
+// ---- metadata_thp:defer, in a child process (the option is read at init) ----
+
+const META_CHILD: &str = "HUGEALLOC_THP_DEFER_META_CHILD";
+
+/// Runs `metadata_child` in a child process under `HUGEALLOC_CONF=conf`; returns its
+/// `RESULT name=value` lines as pairs.
+fn run_metadata_child(conf: &str) -> Vec<(String, usize)> {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "metadata_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(META_CHILD, "1")
+        .env("HUGEALLOC_CONF", conf)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "child under {conf:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once("RESULT ").map(|(_, r)| r.to_string()))
+        .filter_map(|r| {
+            let (k, v) = r.split_once('=')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+fn global_figure(name: &str) -> usize {
+    match ctl::read(name) {
+        Ok(CtlValue::Size(v)) => v,
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+/// `AnonHugePages` of the whole process, bytes.
+fn process_huge_bytes() -> usize {
+    let s = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .map_or(0, |v| {
+            v.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<usize>()
+                .unwrap()
+                * 1024
+        })
+}
+
+/// The child: fills several metadata chunks with page-chunk descriptors (one per 2 MiB chunk
+/// of 1.5 MiB blocks, which are below `thp_threshold` and never touched, so no user memory is
+/// huge-backed), then, if anything was queued, waits until a metadata chunk is collapsed.
+#[test]
+#[ignore = "a helper: metadata_thp_defer_collapses_metadata_chunks runs it in a child process"]
+fn metadata_child() {
+    if std::env::var(META_CHILD).is_err() {
+        return;
+    }
+    const BLOCK: usize = 3 * MIB / 2;
+    let start_metadata = global_figure("stats.metadata");
+    let mut blocks = Vec::new();
+    // At least four metadata chunks of descriptors (hang bound: 20,000 blocks).
+    while global_figure("stats.metadata") < start_metadata + 8 * MIB && blocks.len() < 20_000 {
+        let p = alloc::alloc_in(None, BLOCK, 1, false, false);
+        assert!(!p.is_null());
+        blocks.push(p);
+    }
+    let start = Instant::now();
+    while global_figure("stats.metadata_thp_queued") > 0
+        && global_figure("stats.metadata_thp_collapsed") == 0
+        && start.elapsed() < DEADLINE
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for name in [
+        "stats.metadata",
+        "stats.metadata_thp_queued",
+        "stats.metadata_thp_collapsed",
+    ] {
+        println!("RESULT {name}={}", global_figure(name));
+    }
+    println!("RESULT anon_huge={}", process_huge_bytes());
+    println!("RESULT blocks={}", blocks.len());
+    for p in blocks {
+        // SAFETY: p is live, from alloc_in.
+        unsafe { alloc::free(p) };
+    }
+}
+
+/// Under `metadata_thp:defer` the base's chunks are queued when mapped and collapsed by the
+/// background thread once full (`stats.metadata_thp_queued`, `stats.metadata_thp_collapsed`,
+/// and the process's `AnonHugePages`); under the default `metadata_thp` nothing is queued.
+#[test]
+fn metadata_thp_defer_collapses_metadata_chunks() {
+    let Some(_g) = serial_with_thp() else {
+        return;
+    };
+    let got = run_metadata_child("metadata_thp:defer");
+    let get = |k: &str| got.iter().find(|(n, _)| n == k).map(|&(_, v)| v);
+    let (queued, collapsed, huge) = (
+        get("stats.metadata_thp_queued").expect("queued"),
+        get("stats.metadata_thp_collapsed").expect("collapsed"),
+        get("anon_huge").expect("anon_huge"),
+    );
+    eprintln!("metadata_thp:defer: {got:?}");
+    assert!(queued >= 4 * 2 * MIB, "metadata chunks not queued: {got:?}");
+    assert!(
+        collapsed >= 2 * MIB && collapsed <= queued,
+        "no metadata chunk collapsed within {DEADLINE:?}: {got:?}"
+    );
+    assert!(huge >= collapsed, "collapsed but not huge-backed: {got:?}");
+    // The default metadata policy queues nothing.
+    let got = run_metadata_child("");
+    let get = |k: &str| got.iter().find(|(n, _)| n == k).map(|&(_, v)| v);
+    assert_eq!(get("stats.metadata_thp_queued"), Some(0), "{got:?}");
+    assert_eq!(get("stats.metadata_thp_collapsed"), Some(0), "{got:?}");
+}

@@ -243,6 +243,8 @@ size_t hugealloc_nallocx(size_t size, int flags);
  *   stats.dirty          size_t        r       bytes of freed pages kept dirty for reuse
  *   stats.huge_advised   size_t        r       bytes of chunks advised MADV_HUGEPAGE
  *   stats.nohuge_advised size_t        r       bytes of chunks advised MADV_NOHUGEPAGE
+ *   stats.metadata_thp_queued    size_t  r  bytes of metadata chunks queued (metadata_thp:defer)
+ *   stats.metadata_thp_collapsed size_t  r  bytes of them collapsed into huge pages
  */
 int hugealloc_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 /* Translates name into a MIB of one entry per name component (*miblenp: room in, count out);

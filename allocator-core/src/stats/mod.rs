@@ -16,7 +16,7 @@
 
 use crate::arena::{Arena, ArenaSnapshot, BinStats};
 use crate::os::PAGE;
-use crate::size_class::{class_size, NSMALL};
+use crate::size_class::{class_size, CHUNK, NSMALL};
 use crate::sync::Ordering;
 
 mod print;
@@ -55,6 +55,8 @@ global_stats! {
     dirty: "bytes of freed pages kept dirty (resident) for reuse",
     huge_advised: "bytes of chunks advised MADV_HUGEPAGE",
     nohuge_advised: "bytes of chunks advised MADV_NOHUGEPAGE",
+    metadata_thp_queued: "bytes of metadata chunks queued for a deferred collapse (metadata_thp:defer)",
+    metadata_thp_collapsed: "bytes of metadata chunks collapsed into huge pages (metadata_thp:defer)",
 }
 
 /// The C type a figure is read as through `mallctl`.
@@ -323,7 +325,9 @@ impl Stats {
     /// The process-wide figures from the arenas' merged figures and the global counters.
     fn from_merged(a: &ArenaFigures) -> Stats {
         // Relaxed: statistics.
-        let metadata = crate::base::BASE.mapped_bytes.load(Ordering::Relaxed) as usize;
+        let base = &crate::base::BASE;
+        let metadata = base.mapped_bytes.load(Ordering::Relaxed) as usize;
+        let chunks = |n: &crate::sync::AtomicU64| n.load(Ordering::Relaxed) as usize * CHUNK;
         let reserved = crate::chunk::SOURCE.reserved_bytes.load(Ordering::Relaxed) as usize;
         let bytes = |pages: u64| pages as usize * PAGE;
         let active = bytes(a.pactive);
@@ -339,6 +343,8 @@ impl Stats {
             dirty,
             huge_advised: a.thp_huge_advised as usize,
             nohuge_advised: a.thp_nohuge_advised as usize,
+            metadata_thp_queued: chunks(&base.queued_chunks),
+            metadata_thp_collapsed: chunks(&base.collapsed_chunks),
         }
     }
 }
