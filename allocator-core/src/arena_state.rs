@@ -14,6 +14,7 @@ use crate::bitmap::Bitmap;
 use crate::chunk::{Extent, PageChunk};
 use crate::config::Hugetlb;
 use crate::size_class::CHUNK_PAGES;
+use crate::slab::Slab;
 use core::ptr::null_mut;
 
 /// Free-extent lists per dirtiness: one per chunk count up to 16, then one per doubling.
@@ -31,6 +32,12 @@ pub struct ArenaInner {
     pub(crate) free_clean: [*mut Extent; NFREE_BUCKETS],
     /// Recycled extent descriptors.
     pub(crate) spare_extents: *mut Extent,
+    /// Recycled slab descriptors (linked through `next`), at most `SPARE_SLABS_MAX`, and
+    /// their count: a slab's creation and release take no lock shared by all arenas.
+    pub(crate) spare_slabs: *mut Slab,
+    pub(crate) nspare_slabs: u32,
+    /// Slab descriptors this arena took from the base (a test proves the recycling with it).
+    pub(crate) slab_descs_from_base: u64,
     /// Page chunks with every page free (one is kept to avoid churn).
     pub(crate) empty_chunks: usize,
     /// The page source new chunks come from (`hugetlb_extent`): ordinary memory or a hugetlb
@@ -52,6 +59,9 @@ impl ArenaInner {
             free_dirty: [null_mut(); NFREE_BUCKETS],
             free_clean: [null_mut(); NFREE_BUCKETS],
             spare_extents: null_mut(),
+            spare_slabs: null_mut(),
+            nspare_slabs: 0,
+            slab_descs_from_base: 0,
             empty_chunks: 0,
             hugetlb: Hugetlb::Off,
             stats: ArenaStats::default(),

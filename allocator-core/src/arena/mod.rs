@@ -278,21 +278,21 @@ impl Arena {
     }
 
     /// A new slab of `class` (bin lock held; takes the arena lock; the caller runs the decay
-    /// pass once the bin lock is released).
+    /// pass once the bin lock is released). Its descriptor is a recycled one of this arena's
+    /// when there is one: only the first slabs take the base's lock (shared by all arenas).
     fn slab_new(&self, class: usize) -> *mut Slab {
-        let slab = BASE.alloc(core::mem::size_of::<Slab>()) as *mut Slab;
+        let npages = slab_pages(class);
+        let mut inner = self.inner.lock();
+        let slab = slab_desc_take(&mut inner);
         if slab.is_null() {
             return slab;
         }
-        let npages = slab_pages(class);
-        let mut inner = self.inner.lock();
         let Some((pc, start, _)) = self.pages_alloc(&mut inner, npages, 1) else {
-            drop(inner);
-            // SAFETY: the slab descriptor came from BASE.alloc and was never published.
-            unsafe { BASE.free(slab as *mut u8, core::mem::size_of::<Slab>()) };
+            slab_desc_recycle(&mut inner, slab);
             return null_mut();
         };
-        // SAFETY: pc is a live page chunk of this arena, pages start..start+npages are ours.
+        // SAFETY: pc is a live page chunk of this arena, pages start..start+npages are ours;
+        // the descriptor is ours alone (fresh or recycled).
         unsafe {
             let pcr = &mut *pc;
             (*slab).init(pcr.addr + start * os::PAGE, class, self.index);
@@ -303,8 +303,9 @@ impl Arena {
         slab
     }
 
-    /// Gives an empty slab's pages back (bin lock held; takes the arena lock; the caller runs
-    /// the decay pass once the bin lock is released).
+    /// Gives an empty slab's pages back and keeps its descriptor for the next slab (bin lock
+    /// held; takes the arena lock; the caller runs the decay pass once the bin lock is
+    /// released).
     fn slab_release(&self, slab: *mut Slab) {
         // SAFETY: the slab is empty and unlisted; nobody else refers to it.
         let (addr, class) = unsafe { ((*slab).addr, (*slab).class as usize) };
@@ -312,13 +313,11 @@ impl Arena {
         let entry = PAGEMAP.get(addr);
         let pc = (entry & !TAG_MASK) as *mut PageChunk;
         let mut inner = self.inner.lock();
-        // SAFETY: pc is the slab's live page chunk.
-        let start = unsafe { (*pc).page_of(addr) };
+        let start = crate::owner::page_index(addr);
         inner.pages_free(pc, start, npages);
         inner.stats.active_pages -= npages as u64;
-        drop(inner);
-        // SAFETY: the descriptor came from BASE.alloc and no page map word refers to it now.
-        unsafe { BASE.free(slab as *mut u8, core::mem::size_of::<Slab>()) };
+        // No page map word refers to the descriptor now.
+        slab_desc_recycle(&mut inner, slab);
     }
 
     // ---- the arena layer's steps, in order ------------------------------------------------
@@ -458,3 +457,41 @@ impl Default for ArenaSnapshot {
         }
     }
 }
+
+/// Recycled slab descriptors an arena keeps at most (each about 120 bytes of metadata);
+/// more go back to the base.
+pub const SPARE_SLABS_MAX: u32 = 64;
+
+/// A slab descriptor for a new slab: a recycled one of this arena's, else one from the base
+/// (null when out of memory). Arena lock held (`inner`).
+fn slab_desc_take(inner: &mut ArenaInner) -> *mut Slab {
+    let s = inner.spare_slabs;
+    if s.is_null() {
+        inner.slab_descs_from_base += 1;
+        return BASE.alloc(core::mem::size_of::<Slab>()) as *mut Slab;
+    }
+    // SAFETY: spare descriptors are valid and linked through `next`; `init` rewrites every
+    // field before the slab is used.
+    inner.spare_slabs = unsafe { (*s).next };
+    inner.nspare_slabs -= 1;
+    s
+}
+
+/// Keeps the descriptor of a released (or never used) slab for the next one, or gives it to
+/// the base once `SPARE_SLABS_MAX` are kept. Arena lock held (`inner`); nothing refers to
+/// `slab` any more.
+fn slab_desc_recycle(inner: &mut ArenaInner, slab: *mut Slab) {
+    if inner.nspare_slabs < SPARE_SLABS_MAX {
+        // SAFETY: a descriptor nothing else refers to.
+        unsafe { (*slab).next = inner.spare_slabs };
+        inner.spare_slabs = slab;
+        inner.nspare_slabs += 1;
+    } else {
+        // SAFETY: every descriptor came from BASE.alloc of this size (`slab_desc_take`) and
+        // nothing refers to it.
+        unsafe { BASE.free(slab as *mut u8, core::mem::size_of::<Slab>()) };
+    }
+}
+
+#[cfg(test)]
+mod tests;
