@@ -97,11 +97,10 @@ pub fn current_arena() -> &'static Arena {
 #[cold]
 #[inline(never)]
 pub fn tcache_slow() -> *mut Tcache {
-    let tc = tcache_create();
     if diag::debug() != 0 {
         return null_mut();
     }
-    tc
+    tcache_create()
 }
 
 /// Under the debug modes, the calling thread's cache, creating it on first use (null as in
@@ -112,6 +111,11 @@ pub fn tcache_slow() -> *mut Tcache {
 pub fn debug_tcache() -> *mut Tcache {
     if diag::debug() == 0 {
         return null_mut();
+    }
+    // One TLS access once the cache exists (in a shared library each is a call).
+    let tc = TLS.try_with(|t| t.debug_cache.get()).unwrap_or(null_mut());
+    if !tc.is_null() {
+        return tc;
     }
     tcache_create()
 }
