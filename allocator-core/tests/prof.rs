@@ -142,6 +142,10 @@ fn controls() {
         ctl::read("opt.prof_prefix").unwrap(),
         CtlValue::Str(c"hugealloc")
     );
+    assert_eq!(
+        ctl::read("opt.prof_unwind").unwrap(),
+        CtlValue::Str(c"libgcc")
+    );
     // Inactive: nothing new is sampled, on this thread or globally.
     let before = hugealloc::profile::sampled_totals()[2];
     assert_eq!(

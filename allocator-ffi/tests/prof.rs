@@ -15,7 +15,33 @@ use std::process::Command;
 /// stderr and the dump files written.
 fn run_sites(dir: &Path, conf: &str, args: &[&str]) -> (String, String, Vec<PathBuf>) {
     let exe = compile_c("prof_sites", Mode::Preload, dir);
-    let mut cmd = timed(120, &exe);
+    run_exe(&exe, dir, conf, args)
+}
+
+/// `prof_sites` built with frame pointers (`-fno-omit-frame-pointer`) or without, at `-O2`,
+/// as `dir/prof_sites-preload` (the name the dumps are recognised by).
+fn compile_sites_frame_pointers(dir: &Path, frame_pointers: bool) -> PathBuf {
+    let exe = dir.join("prof_sites-preload");
+    let fp = if frame_pointers {
+        "-fno-omit-frame-pointer"
+    } else {
+        "-fomit-frame-pointer"
+    };
+    let o = Command::new("gcc")
+        .args(["-O2", "-g", "-fno-builtin", fp])
+        .arg(c_dir().join("prof_sites.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-lpthread", "-ldl"])
+        .output()
+        .expect("running gcc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    exe
+}
+
+/// Runs `exe` (a build of `prof_sites`) as `run_sites` does.
+fn run_exe(exe: &Path, dir: &Path, conf: &str, args: &[&str]) -> (String, String, Vec<PathBuf>) {
+    let mut cmd = timed(120, exe);
     cmd.env("LD_PRELOAD", build().so()).env(
         "HUGEALLOC_CONF",
         format!("{conf},prof_prefix:{}/h", dir.display()),
@@ -71,6 +97,66 @@ fn c_sites_within_15_percent_of_the_truth() {
         "{}",
         got[2]
     );
+}
+
+/// `prof_unwind:fp` on a program built with frame pointers: the sites are named and their
+/// bytes right, and the stacks reach `main` (the frame-pointer chain was followed past the
+/// first frame, which libgcc gives).
+#[test]
+fn frame_pointer_unwinding_names_the_sites() {
+    let dir = scratch("prof_fp");
+    let exe = compile_sites_frame_pointers(&dir, true);
+    let conf = "prof:true,prof_final:true,lg_prof_sample:12,prof_unwind:fp";
+    let (stdout, stderr, dumps) = run_exe(&exe, &dir, conf, &[]);
+    assert_eq!(dumps.len(), 1, "{dumps:?}\n{stderr}");
+    let p = heap_profile::parse(&std::fs::read_to_string(&dumps[0]).unwrap());
+    let got = heap_profile::live_by_function(&p, &exe, &["grow_cache", "parse", "main"]);
+    for (site, est) in [("grow_cache", got[0]), ("parse", got[1])] {
+        let want = truth(&stdout, site);
+        assert!(
+            (est - want).abs() / want < 0.15,
+            "{site}: estimated {est:.0} live bytes, truly {want}"
+        );
+    }
+    // Everything live was allocated below main (the leak's 3 MiB too).
+    let total = heap_profile::live_total(&p);
+    assert!(got[2] > 0.95 * total, "main holds {} of {total}", got[2]);
+
+    // The launcher names the top sites from the same dump.
+    let mut show = timed(120, env!("CARGO_BIN_EXE_hugealloc"));
+    show.arg("profile").arg("--top").arg("5").arg(&dumps[0]);
+    let out = run_ok(&mut show, "hugealloc profile");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text.lines().skip(2).collect();
+    assert!(
+        rows.first()
+            .is_some_and(|r| r.contains("grow_cache (prof_sites.c:")),
+        "{text}"
+    );
+    assert!(
+        rows.iter().any(|r| r.contains("parse (prof_sites.c:")),
+        "{text}"
+    );
+}
+
+/// `prof_unwind:fp` on a program built without frame pointers (`rbp` an ordinary register):
+/// no crash, the first frame (from libgcc) still names the sites.
+#[test]
+fn frame_pointer_unwinding_survives_code_without_frame_pointers() {
+    let dir = scratch("prof_fp_none");
+    let exe = compile_sites_frame_pointers(&dir, false);
+    let conf = "prof:true,prof_final:true,lg_prof_sample:10,prof_unwind:fp";
+    let (stdout, stderr, dumps) = run_exe(&exe, &dir, conf, &["fork"]);
+    assert_eq!(dumps.len(), 1, "{dumps:?}\n{stderr}");
+    let p = heap_profile::parse(&std::fs::read_to_string(&dumps[0]).unwrap());
+    let got = heap_profile::live_by_function(&p, &exe, &["grow_cache", "parse"]);
+    for (site, est) in [("grow_cache", got[0]), ("parse", got[1])] {
+        let want = truth(&stdout, site);
+        assert!(
+            (est - want).abs() / want < 0.15,
+            "{site}: estimated {est:.0} live bytes, truly {want}"
+        );
+    }
 }
 
 #[test]

@@ -23,7 +23,7 @@ mod load;
 mod parse;
 
 pub use load::{for_each_option, load, load_from, parse_pairs, write_options, Pair, Source};
-pub use parse::{Hugetlb, Kind, Value};
+pub use parse::{Hugetlb, Kind, Unwind, Value};
 #[cfg(test)]
 use {
     load::{lookup, LoadOutcome, BUILTIN_CONF},
@@ -153,6 +153,7 @@ macro_rules! options {
     (@ty Letters) => { Letters };
     (@ty Hugetlb) => { Hugetlb };
     (@ty ArenaHugetlb) => { [Option<Hugetlb>; ARENA_THP_MAX] };
+    (@ty Unwind) => { Unwind };
 
     (@init ArenaThp, $default:expr) => { [$default; ARENA_THP_MAX] };
     (@init ArenaHugetlb, $default:expr) => { [$default; ARENA_THP_MAX] };
@@ -248,6 +249,8 @@ options! {
         "Report at exit the sampled memory never freed, with its largest stacks, and dump it.";
     lg_prof_interval "lg_prof_interval": Count { max: 62 } = 0,
         "Dump a profile every 2^N bytes allocated (estimated from samples); 0 = never.";
+    prof_unwind "prof_unwind": Unwind = Unwind::Libgcc,
+        "How stacks are taken: `libgcc` (unwind tables) or `fp` (frame pointers: cheaper, needs them).";
 }
 
 /// Every option, in the order `confirm_conf` and the documentation list them.

@@ -31,6 +31,8 @@ pub enum Kind {
     Hugetlb,
     /// A page source or `inherit` (follow `hugetlb`), for `arena.<i>.hugetlb`.
     ArenaHugetlb,
+    /// How heap profiling takes a stack: `libgcc` or `fp`.
+    Unwind,
     /// At most `max_len` bytes, each one of `allowed`; may be empty.
     Letters {
         allowed: &'static [u8],
@@ -52,6 +54,7 @@ pub enum Value<'a> {
     Check(bool),
     Hugetlb(Hugetlb),
     ArenaHugetlb(Option<Hugetlb>),
+    Unwind(Unwind),
 }
 
 /// An arena's page source (`hugetlb:off|2M|1G`): ordinary memory under the arena's THP policy,
@@ -92,6 +95,35 @@ impl Hugetlb {
             Hugetlb::Off => None,
             Hugetlb::Pages2M => Some(HugePageSize::Size2M),
             Hugetlb::Pages1G => Some(HugePageSize::Size1G),
+        }
+    }
+}
+
+/// How heap profiling takes a sampled block's stack (`prof_unwind:libgcc|fp`, see
+/// `prof/unwind.rs`): libgcc's unwinder, which reads the unwind tables (`.eh_frame`) and needs
+/// no frame pointers; or the frame-pointer chain (`fp`), cheaper and independent of the
+/// unwind tables, which names the program's frames only where it keeps frame pointers.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Unwind {
+    Libgcc,
+    Fp,
+}
+
+impl Unwind {
+    /// Reads `libgcc` or `fp`.
+    pub fn parse(text: &[u8]) -> Option<Unwind> {
+        match text {
+            b"libgcc" => Some(Unwind::Libgcc),
+            b"fp" => Some(Unwind::Fp),
+            _ => None,
+        }
+    }
+
+    /// The name the parser reads back.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Unwind::Libgcc => "libgcc",
+            Unwind::Fp => "fp",
         }
     }
 }
@@ -204,6 +236,9 @@ impl Kind {
                         .ok_or(Problem::InvalidValue)
                 }
             }
+            Kind::Unwind => Unwind::parse(text)
+                .map(Value::Unwind)
+                .ok_or(Problem::InvalidValue),
             Kind::Letters { allowed, max_len } => {
                 if !text.iter().all(|c| allowed.contains(c)) {
                     Err(Problem::InvalidValue)
@@ -229,6 +264,7 @@ impl Kind {
             Kind::Letters { .. } => "letters",
             Kind::Hugetlb => "page source",
             Kind::ArenaHugetlb => "page source or inherit",
+            Kind::Unwind => "unwinder",
         }
     }
 
@@ -254,6 +290,7 @@ impl Kind {
             Kind::Check => out(b"cheap|full"),
             Kind::Hugetlb => out(b"off|2M|1G"),
             Kind::ArenaHugetlb => out(b"off|2M|1G|inherit"),
+            Kind::Unwind => out(b"libgcc|fp"),
             Kind::Letters { allowed, max_len } => {
                 out(b"at most ");
                 write_dec(max_len as u64, out);
@@ -363,6 +400,7 @@ impl Value<'_> {
             Value::Check(full) => out(if full { b"full" } else { b"cheap" }),
             Value::ArenaThp(None) | Value::ArenaHugetlb(None) => out(b"inherit"),
             Value::Hugetlb(h) | Value::ArenaHugetlb(Some(h)) => out(h.name().as_bytes()),
+            Value::Unwind(u) => out(u.name().as_bytes()),
             Value::Letters(s) => out(s),
         }
     }

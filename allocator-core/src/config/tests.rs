@@ -148,6 +148,7 @@ fn every_row_sets_its_own_field() {
             Kind::Letters { .. } => "Jg",
             Kind::Hugetlb => "1G",
             Kind::ArenaHugetlb => "2M",
+            Kind::Unwind => "fp",
         };
         let key = if r.field.per_arena() {
             r.name.replace("<i>", "5")
@@ -476,6 +477,27 @@ fn stats_print_opts() {
     for text in ["z", "Jz", "j", "J g", "J:"] {
         let p = problems(&std::format!("stats_print_opts:{text}"));
         assert_eq!(p[0], Problem::InvalidValue, "{text}");
+    }
+}
+
+#[test]
+fn prof_unwind_option() {
+    assert_eq!(Options::DEFAULT.prof_unwind, Unwind::Libgcc);
+    assert_eq!(good("prof_unwind:fp").prof_unwind, Unwind::Fp);
+    assert_eq!(
+        good("prof_unwind:fp,prof_unwind:libgcc").prof_unwind,
+        Unwind::Libgcc
+    );
+    // A bad value: one warning, naming the option and the values it takes; the default stays.
+    for text in ["frame", "FP", "libunwind"] {
+        let conf = std::format!("prof_unwind:{text}");
+        assert_eq!(bad(&conf), Problem::InvalidValue, "{conf}");
+        let (_, n, lines) = run(&conf);
+        assert_eq!(n, 1);
+        assert!(
+            lines[0].contains("prof_unwind") && lines[0].contains("libgcc|fp"),
+            "{lines:?}"
+        );
     }
 }
 
@@ -876,7 +898,8 @@ fn confirm_conf_prints_sources_and_options() {
         hugealloc: opt.prof_prefix: hugealloc\n\
         hugealloc: opt.prof_final: false\n\
         hugealloc: opt.prof_leak: false\n\
-        hugealloc: opt.lg_prof_interval: 0\n";
+        hugealloc: opt.lg_prof_interval: 0\n\
+        hugealloc: opt.prof_unwind: libgcc\n";
     assert_eq!(text, want);
     // Without confirm_conf, nothing is printed.
     let mut n = 0;
@@ -894,7 +917,7 @@ fn write_options_of_the_defaults() {
          abort_conf:false,confirm_conf:false,junk:false,zero:false,check:cheap,\
          hugetlb:off,hugetlb_reserve:0,\
          prof:false,prof_active:true,lg_prof_sample:19,prof_prefix:hugealloc,prof_final:false,\
-         prof_leak:false,lg_prof_interval:0"
+         prof_leak:false,lg_prof_interval:0,prof_unwind:libgcc"
     );
     let o = good("arena.0.thp:always,arena.63.thp:inherit,arena.7.thp:never,dirty_max:1536KiB,tcache_max:4097");
     let items = written(&o);
@@ -1030,6 +1053,7 @@ fn in_range(o: &Options) -> bool {
             (Kind::Hugetlb, Value::Hugetlb(_)) | (Kind::ArenaHugetlb, Value::ArenaHugetlb(_)) => {
                 true
             }
+            (Kind::Unwind, Value::Unwind(_)) => true,
             _ => false,
         })
     })

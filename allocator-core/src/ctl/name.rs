@@ -38,7 +38,8 @@ fn opt_type(kind: &Kind) -> CtlType {
         | Kind::Check
         | Kind::Letters { .. }
         | Kind::Hugetlb
-        | Kind::ArenaHugetlb => CtlType::Str,
+        | Kind::ArenaHugetlb
+        | Kind::Unwind => CtlType::Str,
     }
 }
 
@@ -357,6 +358,10 @@ fn opt_value(row: &'static OptionRow, i: usize) -> Result<CtlValue<'static>, Ctl
         }
         Value::Letters(letters) => CtlValue::Str(LETTERS.cstr(letters)),
         Value::Check(full) => CtlValue::Str(if full { c"full" } else { c"cheap" }),
+        Value::Unwind(u) => CtlValue::Str(match u {
+            crate::config::Unwind::Libgcc => c"libgcc",
+            crate::config::Unwind::Fp => c"fp",
+        }),
     })
 }
 

@@ -18,7 +18,9 @@ mod unwind;
 pub use files::*;
 pub use process::*;
 pub use tls::*;
-pub use unwind::backtrace;
+#[cfg(test)]
+pub use unwind::walk_frame_chain;
+pub use unwind::{backtrace, backtrace_fp};
 
 /// The base page size hugealloc assumes (x86-64 and most aarch64 Linux configurations).
 pub const PAGE: usize = 4096;

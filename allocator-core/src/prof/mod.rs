@@ -21,7 +21,9 @@
 //! **Stacks.** libgcc's `_Unwind_Backtrace` (frame pointers are usually absent). Its first
 //! use may call `malloc`; `init` primes it at start, and while a thread captures a stack its
 //! cache's `prof_busy` is set, so a nested allocation is served unsampled and cannot
-//! recurse. No lock of ours is held while unwinding.
+//! recurse. No lock of ours is held while unwinding. With `prof_unwind:fp`, libgcc unwinds
+//! only the allocator's own frames and the program's are read from the frame-pointer chain,
+//! bounded by the thread's stack (`os::backtrace_fp`).
 //!
 //! **Table.** One lock (in `sync`'s list between ranks 4 and 5: after the arena and chunk-source locks, before the base; no
 //! arena lock is taken while it is held). Two open-addressing hash tables in metadata memory
@@ -89,6 +91,8 @@ static DUMP_SEQ: AtomicU64 = AtomicU64::new(0);
 /// linked into the program.
 static SELF_START: AtomicUsize = AtomicUsize::new(0);
 static SELF_END: AtomicUsize = AtomicUsize::new(0);
+/// `prof_unwind:fp`: the program's frames come from the frame-pointer chain.
+static UNWIND_FP: AtomicBool = AtomicBool::new(false);
 
 /// Whether profiling is on (`opt.prof`). A relaxed load: the cold paths' test.
 #[inline(always)]
@@ -127,6 +131,10 @@ pub fn init(opts: &Options) {
     FINAL.store(opts.prof_final, Ordering::Relaxed);
     LEAK.store(opts.prof_leak, Ordering::Relaxed);
     LG_INTERVAL.store(opts.lg_prof_interval, Ordering::Relaxed);
+    UNWIND_FP.store(
+        opts.prof_unwind == crate::config::Unwind::Fp,
+        Ordering::Relaxed,
+    );
     find_self_range();
     // Prime the unwinder: its first use registers unwind tables and may allocate, which here
     // (inside the global init) is served by arena 0.

@@ -67,3 +67,53 @@ fn block_table_insert_find_delete() {
     assert_eq!(t.stack_for(&[1, 2, 3]), a);
     assert_eq!(t.nstacks, 1002);
 }
+
+/// The frame-pointer walk follows records upward and stops at the first one outside the
+/// range, misaligned, not above the one before, or with a null return address.
+#[test]
+fn frame_chain_walk_stays_in_bounds() {
+    // A fake stack of 16 words; a record is (next record's address, return address).
+    let mut stack = [0usize; 16];
+    let base = stack.as_ptr() as usize;
+    let at = |i: usize| base + i * 8;
+    let (lo, hi) = (base, base + stack.len() * 8);
+    let chain = |stack: &mut [usize; 16], links: &[(usize, usize)]| {
+        stack.iter_mut().for_each(|w| *w = 0);
+        for &(i, ret) in links {
+            stack[i] = 0;
+            stack[i + 1] = ret;
+        }
+    };
+    let walk = |stack: &[usize; 16], first: usize, lo: usize, hi: usize| {
+        let _ = stack;
+        let mut out = [0usize; 8];
+        // SAFETY: [lo, hi) lies inside `stack`, live for the call.
+        let n = unsafe { crate::os::walk_frame_chain(&mut out, first, lo, hi) };
+        out[..n].to_vec()
+    };
+    // 0 -> 4 -> 10 -> 14, the last record's next (0) below it: four frames, then stop.
+    chain(&mut stack, &[(0, 0x11), (4, 0x22), (10, 0x33), (14, 0x44)]);
+    stack[0] = at(4);
+    stack[4] = at(10);
+    stack[10] = at(14);
+    assert_eq!(walk(&stack, at(0), lo, hi), [0x11, 0x22, 0x33, 0x44]);
+    // The range ends before record 10: its words are never read.
+    assert_eq!(walk(&stack, at(0), lo, at(11)), [0x11, 0x22]);
+    // A start below the range, a misaligned start or a wild one: nothing.
+    assert!(walk(&stack, at(0), at(1), hi).is_empty());
+    assert!(walk(&stack, at(0) + 4, lo, hi).is_empty());
+    assert!(walk(&stack, usize::MAX - 7, lo, hi).is_empty());
+    // A link pointing down (or to itself) ends the walk after that record.
+    stack[4] = at(2);
+    assert_eq!(walk(&stack, at(0), lo, hi), [0x11, 0x22]);
+    stack[4] = at(4);
+    assert_eq!(walk(&stack, at(0), lo, hi), [0x11, 0x22]);
+    // A null return address ends it before that record.
+    stack[4] = at(10);
+    stack[11] = 0;
+    assert_eq!(walk(&stack, at(0), lo, hi), [0x11, 0x22]);
+    // A link out of the range ends it.
+    stack[11] = 0x33;
+    stack[10] = hi + 64;
+    assert_eq!(walk(&stack, at(0), lo, hi), [0x11, 0x22, 0x33]);
+}

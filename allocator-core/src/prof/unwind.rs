@@ -1,6 +1,7 @@
-//! Stack capture for a sampled block.
+//! Stack capture for a sampled block: libgcc's unwinder, or with `prof_unwind:fp` the
+//! frame-pointer chain from the program's first frame on (see `os::backtrace_fp`).
 
-use super::{FRAMES_MAX, SELF_END, SELF_START, SKIP_FRAMES};
+use super::{FRAMES_MAX, SELF_END, SELF_START, SKIP_FRAMES, UNWIND_FP};
 use crate::os;
 use crate::sync::Ordering;
 use crate::tcache::Tcache;
@@ -10,14 +11,19 @@ use crate::tcache::Tcache;
 /// served unsampled. Returns the number of frames.
 #[inline(never)]
 pub fn capture(t: &mut Tcache, frames: &mut [usize; FRAMES_MAX]) -> usize {
-    t.prof_busy = true;
-    let n = os::backtrace(frames, SKIP_FRAMES);
-    t.prof_busy = false;
     // Relaxed: published by the GLOBAL Release store.
     let (lo, hi) = (
         SELF_START.load(Ordering::Relaxed),
         SELF_END.load(Ordering::Relaxed),
     );
+    t.prof_busy = true;
+    // Relaxed: as the range.
+    let n = if UNWIND_FP.load(Ordering::Relaxed) {
+        os::backtrace_fp(frames, SKIP_FRAMES, (lo, hi))
+    } else {
+        os::backtrace(frames, SKIP_FRAMES)
+    };
+    t.prof_busy = false;
     let Some(got) = frames.get_mut(..n) else {
         return 0;
     };

@@ -162,6 +162,7 @@ fn json_value(out: &mut Out, v: Value) {
         Value::Hugetlb(h) | Value::ArenaHugetlb(Some(h)) => out.json_str(h.name().as_bytes()),
         Value::Letters(s) => out.json_str(s),
         Value::Check(full) => out.json_str(if full { b"full" } else { b"cheap" }),
+        Value::Unwind(u) => out.json_str(u.name().as_bytes()),
     }
 }
 
