@@ -8,7 +8,7 @@
 //! These functions return null on failure and never touch `errno`; `c_api` adds C semantics.
 
 use crate::arena::{self, Owner};
-use crate::chunk::{PAGE_CLASS_SHIFT, PAGE_KIND, PAGE_LARGE, PAGE_SLAB};
+use crate::chunk::{PAGE_CLASS_SHIFT, PAGE_KIND, PAGE_LARGE, PAGE_PAYLOAD, PAGE_SLAB};
 use crate::diag;
 use crate::pagemap::{PAGEMAP, TAG_MASK, TAG_PAGES};
 use crate::size_class::*;
@@ -286,7 +286,17 @@ pub unsafe fn free(p: *mut u8) {
             // SAFETY: as above; `page < CHUNK_PAGES`, the page map's length.
             let word = unsafe { *(*pc).page_map.get_unchecked(page) };
             let kind = word & PAGE_KIND;
-            if kind == PAGE_SLAB || (kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0) {
+            let start = if kind == PAGE_SLAB {
+                // A pointer inside an object must not reach the cache (the next malloc would
+                // hand out memory overlapping a live block): it goes to `free_slow`, which
+                // aborts naming it. The slab is the word's payload.
+                let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *const crate::slab::Slab;
+                // SAFETY: a slab page's word names the live slab holding the page.
+                unsafe { (*slab).index_of(addr).is_some() }
+            } else {
+                kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0
+            };
+            if start {
                 let class = (word >> PAGE_CLASS_SHIFT) as usize;
                 // SAFETY: the thread's own live cache; class < HUGE_FIRST == NBINS.
                 if unsafe { cache_push(tc, class, p) } {

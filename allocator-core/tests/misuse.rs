@@ -23,6 +23,41 @@ fn misuse(case: &str) {
             // SAFETY: deliberately invalid: a pointer inside a block.
             unsafe { alloc::free_no_cache(p.add(16)) };
         }
+        "interior_cached" => {
+            // Through the thread cache (plain `free`): must abort, not be cached.
+            // SAFETY: deliberately invalid: a pointer inside a block.
+            unsafe { alloc::free(p.add(16)) };
+        }
+        "double_late" => {
+            // `p` freed, 5,000 blocks of its class allocated and freed (so `p` went back to
+            // its slab through a flush), then `p` freed again: the flush that takes it home
+            // finds it free in the bitmap. More blocks are cycled to make that flush happen.
+            // A neighbour from the same refill stays live, so `p`'s slab never empties and is
+            // never released (a free into a released slab's page aborts as "does not own").
+            let neighbour = alloc::malloc(64);
+            eprintln!("pointer {p:p}");
+            let mut blocks = vec![std::ptr::null_mut(); 5000];
+            // SAFETY: deliberately invalid: the second free of `p`.
+            unsafe {
+                alloc::free(p);
+                for _ in 0..2 {
+                    for b in blocks.iter_mut() {
+                        *b = alloc::malloc(64);
+                    }
+                    for &b in blocks.iter() {
+                        alloc::free(b);
+                    }
+                }
+                alloc::free(p);
+                for b in blocks.iter_mut() {
+                    *b = alloc::malloc(64);
+                }
+                for &b in blocks.iter() {
+                    alloc::free(b);
+                }
+                alloc::free(neighbour);
+            }
+        }
         "misaligned" => {
             // SAFETY: deliberately invalid.
             unsafe { alloc::free(p.add(3)) };
@@ -114,6 +149,35 @@ fn stack_pointer_aborts() {
 #[test]
 fn interior_pointer_aborts() {
     expect_abort("interior", "inside a block");
+}
+
+/// Plain `free` of a pointer inside a small block aborts at once (before the cache could
+/// hand it out again).
+#[test]
+fn interior_pointer_through_the_cache_aborts() {
+    expect_abort("interior_cached", "inside a block");
+}
+
+/// A double free of a block that already went back to its slab aborts when the flush takes
+/// it home, naming it.
+#[test]
+fn late_double_free_aborts_naming_the_pointer() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env("HUGEALLOC_MISUSE", "double_late")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{stderr}");
+    let p = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("pointer "))
+        .unwrap_or_else(|| panic!("no pointer printed: {stderr}"));
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("hugealloc: "))
+        .unwrap_or_else(|| panic!("no message in {stderr}"));
+    assert_eq!(line, format!("hugealloc: double free of {p}"), "{stderr}");
 }
 
 #[test]

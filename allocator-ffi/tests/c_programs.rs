@@ -334,3 +334,44 @@ fn every_ctl_name_is_documented() {
         );
     }
 }
+
+/// Misuse from C under `LD_PRELOAD` on the default configuration (`tests/c/misuse.c`): a free
+/// of a pointer inside a small block, and a double free after the block went back to its slab,
+/// each abort with one line naming the pointer.
+#[test]
+fn misuse_aborts_naming_the_pointer_under_ld_preload() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("misuse");
+    let exe = compile_c("misuse", Mode::Preload, &dir);
+    for (case, what) in [
+        (
+            "interior",
+            "free of a pointer inside a block (not its start):",
+        ),
+        ("double_late", "double free of"),
+    ] {
+        let out = timed(60, &exe)
+            .arg(case)
+            .env("LD_PRELOAD", build().so())
+            .env_remove("HUGEALLOC_CONF")
+            .output()
+            .expect("running misuse");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // `timeout` passes the child's SIGABRT on, or exits with 128 + 6.
+        assert!(
+            out.status.signal() == Some(libc::SIGABRT) || out.status.code() == Some(134),
+            "{case}: {:?}\n{}\n{stderr}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let p = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("pointer "))
+            .unwrap_or_else(|| panic!("{case}: no pointer printed: {stderr}"));
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("hugealloc: "))
+            .unwrap_or_else(|| panic!("{case}: no message in {stderr}"));
+        assert_eq!(line, format!("hugealloc: {what} {p}"), "{case}: {stderr}");
+    }
+}
