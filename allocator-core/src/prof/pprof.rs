@@ -124,16 +124,20 @@ pub fn dump_pprof(fd: i32) {
         let Some(slot) = maps.get_mut(nmaps) else {
             return;
         };
-        *slot = (lo, hi);
+        // The mapping starts where the executable segment's first byte lies, not at the
+        // page holding it: see `segment_offset`.
+        let seg = segment_offset(path, offset as u64);
+        let start = lo.saturating_add((seg - offset as u64) as usize).min(hi);
+        *slot = (start, hi);
         nmaps += 1;
         field_bytes(&mut out, 6, path);
         let name = nstrings;
         nstrings += 1;
         let mut b = Pb::<80>::new();
         b.field_varint(1, nmaps as u64);
-        b.field_varint(2, lo as u64);
+        b.field_varint(2, start as u64);
         b.field_varint(3, hi as u64);
-        b.field_varint(4, offset as u64);
+        b.field_varint(4, seg);
         b.field_varint(5, name);
         field_bytes(&mut out, 3, b.as_bytes());
     });
@@ -181,4 +185,52 @@ pub fn dump_pprof(fd: i32) {
     });
     drop(g);
     out.flush();
+}
+
+/// The file offset of the executable `PT_LOAD` segment that a `/proc/self/maps` line of
+/// `path` at file offset `map_offset` (page aligned) holds, or `map_offset` if the file's
+/// program headers cannot be read or none matches.
+///
+/// Why: a linker may start the text segment in the middle of a page (lld does, and rustc links
+/// with lld: `p_offset` 0x3cd70, `p_vaddr` 0x3dd70); the mapping then starts at the page below.
+/// `go tool pprof` (Go's own object reader, at least up to Go 1.19) takes the load bias as
+/// `Mapping.start - p_vaddr`, ignoring `Mapping.offset`, so with the page's start every
+/// address was off by `p_vaddr % 4096` and named the wrong functions. Starting the mapping at
+/// the segment's first byte (and its offset at `p_offset`) describes the same addresses and
+/// gives that formula the true bias; google/pprof's `start - offset + p_offset - p_vaddr`
+/// gives it too.
+fn segment_offset(path: &[u8], map_offset: u64) -> u64 {
+    let mut name = [0u8; 512];
+    let Some(room) = name.get_mut(..path.len()).filter(|_| path.len() < 512) else {
+        return map_offset;
+    };
+    room.copy_from_slice(path);
+    let mut head = [0u8; 4096];
+    match os::read_file(&name, &mut head) {
+        Some(n) => exec_segment_offset(head.get(..n).unwrap_or(&[]), map_offset),
+        None => None,
+    }
+    .unwrap_or(map_offset)
+}
+
+/// From the start of a 64-bit little-endian ELF file (`head`): the `p_offset` of the
+/// executable `PT_LOAD` whose page-rounded offset is `map_offset`.
+pub(super) fn exec_segment_offset(head: &[u8], map_offset: u64) -> Option<u64> {
+    let u16_at = |at: usize| Some(u16::from_le_bytes(head.get(at..at + 2)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_le_bytes(head.get(at..at + 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(head.get(at..at + 8)?.try_into().ok()?));
+    // ELF magic, ELFCLASS64, ELFDATA2LSB.
+    if head.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let (phentsize, phnum) = (u16_at(0x36)? as usize, u16_at(0x38)? as usize);
+    (0..phnum).find_map(|i| {
+        let ph = phoff.checked_add(i.checked_mul(phentsize)?)?;
+        const PT_LOAD: u32 = 1;
+        const PF_X: u32 = 1;
+        let (ty, flags, off) = (u32_at(ph)?, u32_at(ph + 4)?, u64_at(ph + 8)?);
+        (ty == PT_LOAD && flags & PF_X != 0 && off & !(os::PAGE as u64 - 1) == map_offset)
+            .then_some(off)
+    })
 }

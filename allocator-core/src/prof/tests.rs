@@ -117,3 +117,33 @@ fn frame_chain_walk_stays_in_bounds() {
     stack[10] = hi + 64;
     assert_eq!(walk(&stack, at(0), lo, hi), [0x11, 0x22, 0x33]);
 }
+
+/// The executable segment's file offset is read from the program headers: the one whose
+/// page-rounded offset is the mapping's.
+#[test]
+fn exec_segment_offset_reads_the_program_headers() {
+    use super::pprof::exec_segment_offset;
+    // An ELF header (64 bytes) and three program headers of 56 bytes at 0x40.
+    let mut elf = [0u8; 64 + 3 * 56];
+    elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+    elf[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+    elf[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+    elf[0x38..0x3a].copy_from_slice(&3u16.to_le_bytes());
+    // (type, flags, offset): read-only at 0, text at 0x3cd70, data at 0x116c90.
+    for (i, (ty, flags, off)) in [(1u32, 4u32, 0u64), (1, 5, 0x3cd70), (1, 6, 0x116c90)]
+        .into_iter()
+        .enumerate()
+    {
+        let ph = 64 + i * 56;
+        elf[ph..ph + 4].copy_from_slice(&ty.to_le_bytes());
+        elf[ph + 4..ph + 8].copy_from_slice(&flags.to_le_bytes());
+        elf[ph + 8..ph + 16].copy_from_slice(&off.to_le_bytes());
+    }
+    assert_eq!(exec_segment_offset(&elf, 0x3c000), Some(0x3cd70));
+    // Only executable segments, and only the one the mapping holds.
+    assert_eq!(exec_segment_offset(&elf, 0x116000), None);
+    assert_eq!(exec_segment_offset(&elf, 0), None);
+    // Truncated headers or not an ELF file: nothing, no panic.
+    assert_eq!(exec_segment_offset(&elf[..64 + 60], 0x3c000), None);
+    assert_eq!(exec_segment_offset(b"#!/bin/sh", 0x3c000), None);
+}
