@@ -22,6 +22,10 @@ pub struct Slab {
     /// The object size and its `DIV_MAGIC`, kept here so `index_of` reads one cache line.
     pub size: u32,
     pub magic: u32,
+    /// `nobjs * size`: the bytes of the object area, for `is_object_start`'s bound.
+    pub span: u32,
+    /// `u64::MAX / size + 1`: for `is_object_start`'s divisibility test (one multiply).
+    pub div_test: u64,
     /// Bin list links (non-full slabs).
     pub next: *mut Slab,
     pub prev: *mut Slab,
@@ -46,6 +50,8 @@ impl Slab {
         self.nobjs = nobjs as u32;
         self.size = class_size(class) as u32;
         self.magic = magic;
+        self.span = (nobjs * class_size(class)) as u32;
+        self.div_test = u64::MAX / class_size(class) as u64 + 1;
         self.nfree = nobjs as u32;
         self.next = core::ptr::null_mut();
         self.prev = core::ptr::null_mut();
@@ -68,6 +74,16 @@ impl Slab {
         });
         self.nfree -= n as u32;
         n
+    }
+
+    /// Whether `p` is the start of one of this slab's objects: `free`'s check before a block
+    /// reaches the thread cache. A bound compare and one multiply: an offset `off < 2^32` is a
+    /// multiple of `size` exactly when `off * div_test` wraps to below `div_test` (Lemire,
+    /// Kaser and Kurz, "Faster remainder by direct computation", 2019).
+    #[inline(always)]
+    pub fn is_object_start(&self, p: usize) -> bool {
+        let off = p.wrapping_sub(self.addr);
+        off < self.span as usize && (off as u64).wrapping_mul(self.div_test) < self.div_test
     }
 
     /// The object index of `p`, or `None` if `p` is not the start of an object.
@@ -183,12 +199,26 @@ mod tests {
             let mut s: Slab = unsafe { core::mem::zeroed() };
             s.init(0x200000, class, 0);
             let size = class_size(class);
-            for off in 0..s.nobjs as usize * size {
-                let want = (off % size == 0).then_some(off / size);
+            assert_eq!(s.span as usize, s.nobjs as usize * size);
+            // Past the object area (the slab's tail and beyond) and below it, too.
+            for off in 0..s.nobjs as usize * size + 2 * size {
+                let inside = off < s.nobjs as usize * size;
+                let want = (inside && off % size == 0).then_some(off / size);
                 assert_eq!(
                     s.index_of(0x200000 + off),
                     want,
                     "class {class} offset {off}"
+                );
+                assert_eq!(
+                    s.is_object_start(0x200000 + off),
+                    want.is_some(),
+                    "class {class} offset {off}"
+                );
+            }
+            for below in 1..=size {
+                assert!(
+                    !s.is_object_start(0x200000 - below),
+                    "class {class} -{below}"
                 );
             }
         }
