@@ -93,6 +93,10 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
 pub fn alloc_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
     let mut tc = thread::tcache();
     if tc.is_null() {
+        let debug_tc = thread::debug_tcache_ready();
+        if !debug_tc.is_null() {
+            return alloc_debug_ready(debug_tc, size, align, zero);
+        }
         crate::init::ensure_init();
         tc = thread::tcache_slow();
     }
@@ -105,6 +109,24 @@ pub fn alloc_slow(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
     }
     alloc_counted(size, align, zero)
+}
+
+/// The debug modes' allocation path once the thread's cache exists (`tc`, from
+/// `thread::debug_tcache_ready`): the cache's arena is the thread's, so this reads no
+/// `thread_local!` (each read is a `__tls_get_addr` call in a shared library).
+fn alloc_debug_ready(
+    tc: *mut crate::tcache::Tcache,
+    size: usize,
+    align: usize,
+    zero: bool,
+) -> *mut u8 {
+    let Some(class) = class_for(size, align) else {
+        return null_mut();
+    };
+    // SAFETY: the thread's own live cache; its arena is the thread's (`set_thread_arena`
+    // moves both) and arenas live for the whole process.
+    let arena = unsafe { &*(*tc).arena };
+    alloc_arena_from(arena, tc, class, size, align, zero)
 }
 
 /// The countdown ran out (`prof`): takes a sample if profiling says so, else allocates as

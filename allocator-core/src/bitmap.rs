@@ -35,6 +35,12 @@ impl<const W: usize> Bitmap<W> {
         }
     }
 
+    /// The words, bit `i` in word `i / 64` at bit `i % 64` (for scans a word at a time).
+    #[inline]
+    pub fn words(&self) -> &[u64; W] {
+        &self.words
+    }
+
     #[inline]
     pub fn get(&self, i: usize) -> bool {
         self.word(i) >> (i % 64) & 1 != 0

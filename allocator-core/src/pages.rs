@@ -76,7 +76,7 @@ impl ArenaInner {
                     self.chunk_unfile(pc);
                     // SAFETY: pages start..start+n are free in pc.
                     let dirty = unsafe {
-                        (*pc).check();
+                        (*pc).check_amortised();
                         (*pc).take_pages(start, n)
                     };
                     self.chunk_file(pc);
@@ -115,7 +115,7 @@ impl ArenaInner {
                 (*pc).dirty_since_ms = os::now_ms();
             }
             (*pc).give_pages(start, n);
-            (*pc).check();
+            (*pc).check_amortised();
         }
         // SAFETY: as above.
         if unsafe { (*pc).nfree } as usize == CHUNK_PAGES && self.empty_chunks >= 1 {

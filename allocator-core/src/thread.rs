@@ -33,9 +33,6 @@ pub struct ThreadState {
     /// `thread.allocated` counts the same way: cache refills and flushes).
     pub allocated: Cell<u64>,
     pub deallocated: Cell<u64>,
-    /// Under the debug modes (`junk`, `zero`, `check:full`) the thread's cache, kept out of the
-    /// fast-path slot so that every block passes `alloc`'s debug path (`debug_tcache`).
-    debug_cache: Cell<*mut Tcache>,
 }
 
 std::thread_local! {
@@ -46,7 +43,6 @@ std::thread_local! {
             in_global_init: Cell::new(false),
             allocated: Cell::new(0),
             deallocated: Cell::new(0),
-            debug_cache: Cell::new(null_mut()),
         }
     };
 }
@@ -103,20 +99,30 @@ pub fn tcache_slow() -> *mut Tcache {
     tcache_create()
 }
 
+/// Under the debug modes, the calling thread's cache once it exists: one initial-exec TLS
+/// read (`os::tls_debug_cache`), the cache lives there under the debug modes, out of the fast
+/// paths' slot. Null before the thread's first debug-path allocation and in normal operation;
+/// a non-null answer means the init has run and a debug mode is on.
+#[inline(always)]
+pub fn debug_tcache_ready() -> *mut Tcache {
+    crate::os::tls_debug_cache() as *mut Tcache
+}
+
 /// Under the debug modes, the calling thread's cache, creating it on first use (null as in
 /// `tcache_slow`, and whenever no debug mode is on). `alloc`'s debug path pops and pushes here
 /// after its checks and fills; the fast paths never see this cache. The init has run.
-#[cold]
-#[inline(never)]
+#[inline]
 pub fn debug_tcache() -> *mut Tcache {
-    if diag::debug() == 0 {
-        return null_mut();
-    }
-    // One TLS access once the cache exists (in a shared library each is a call).
-    let tc = TLS.try_with(|t| t.debug_cache.get()).unwrap_or(null_mut());
-    if !tc.is_null() {
+    let tc = debug_tcache_ready();
+    if !tc.is_null() || diag::debug() == 0 {
         return tc;
     }
+    debug_tcache_slow()
+}
+
+#[cold]
+#[inline(never)]
+fn debug_tcache_slow() -> *mut Tcache {
     tcache_create()
 }
 
@@ -126,11 +132,11 @@ pub fn any_tcache() -> *mut Tcache {
     if !tc.is_null() {
         return tc;
     }
-    TLS.try_with(|t| t.debug_cache.get()).unwrap_or(null_mut())
+    debug_tcache_ready()
 }
 
 /// The calling thread's cache, creating it in state NEW (see `tcache_slow`); under the debug
-/// modes it goes in `debug_cache`, else in the fast path's slot.
+/// modes it goes in the debug slot (`os::tls_debug_cache`), else in the fast path's slot.
 fn tcache_create() -> *mut Tcache {
     if in_global_init() {
         return null_mut();
@@ -160,7 +166,7 @@ fn tcache_create() -> *mut Tcache {
         diag::warn("pthread_setspecific failed: this thread's cache stays cached at its exit");
     }
     if diag::debug() != 0 {
-        TLS.with(|t| t.debug_cache.set(tc));
+        crate::os::set_tls_debug_cache(tc as *mut u8);
     } else {
         crate::os::set_tls_cache(tc as *mut u8);
     }
@@ -220,9 +226,9 @@ pub fn flush_thread_cache() {
 extern "C" fn thread_exit(arg: *mut libc::c_void) {
     let tc = arg as *mut Tcache;
     crate::os::set_tls_cache(null_mut());
+    crate::os::set_tls_debug_cache(null_mut());
     let _ = TLS.try_with(|t| {
         t.state.set(DEAD);
-        t.debug_cache.set(null_mut());
         let a = t.arena.get();
         if a != UNBOUND {
             // Relaxed: counts only steer placement.

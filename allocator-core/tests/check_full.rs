@@ -36,6 +36,44 @@ fn case(name: &str) {
                 alloc::free(p);
             }
         }
+        "double_written" => {
+            // The freed block's first bytes are written (a use after free) before its second
+            // free: not found by the free's look into the cache bin, which only looks for a
+            // block starting with the free junk; caught when the bin flushes (the bitmap).
+            let p = alloc::malloc(100);
+            let q = alloc::malloc(100);
+            // SAFETY: deliberately invalid: a write after free, then the second free of p.
+            unsafe {
+                alloc::free(p);
+                p.write(0);
+                alloc::free(q);
+                alloc::free(p);
+            }
+            hugealloc::testing::thread::flush_thread_cache();
+        }
+        "corrupt_page_map" => {
+            // A page-map word on a free page (the chunk's last) is caught by the page-map scan
+            // within PAGE_SCAN_EVERY page runs taken or given back in that chunk. 64 KiB
+            // blocks are not cached: each malloc and free takes or gives a run.
+            let p = alloc::malloc(64 << 10);
+            let hugealloc::testing::arena::Owner::Large { chunk, .. } =
+                hugealloc::testing::arena::owner_of(p)
+            else {
+                unreachable!()
+            };
+            // SAFETY: the live page chunk holding p; deliberately corrupts a free page's word.
+            unsafe {
+                assert!((*chunk).free.get(511));
+                (*chunk).page_map[511] = 8;
+            }
+            for _ in 0..64 {
+                let q = alloc::malloc(64 << 10);
+                // SAFETY: q is live.
+                unsafe { alloc::free(q) };
+            }
+            // SAFETY: live.
+            unsafe { alloc::free(p) };
+        }
         "double_after_flush" => {
             // The first free's block went back to its slab before the second free.
             let p = alloc::malloc(100);
@@ -244,6 +282,9 @@ fn overflow_into_the_redzone_aborts_at_free() {
 fn double_free_aborts_before_the_junk_fill() {
     expect_abort("double", "check:full", "double free of 0x");
     expect_abort("double", "check:full,tcache:false", "double free of 0x");
+    // Under junk alone too: the freed block starts with the free junk, so the bin is scanned.
+    expect_abort("double", "junk:true", "double free of 0x");
+    expect_abort("double_written", "check:full", "double free of 0x");
     expect_abort("double_after_flush", "check:full", "double free of 0x");
     expect_abort("double_after_flush", "junk:true", "double free of 0x");
     expect_abort("large_double", "check:full", "double free of 0x");
@@ -260,6 +301,15 @@ fn corrupted_slab_is_caught_by_the_invariant_scan() {
         "corrupt_slab",
         "check:full",
         "invariant broken: a slab's free count disagrees",
+    );
+}
+
+#[test]
+fn corrupted_page_map_is_caught_by_the_amortised_scan() {
+    expect_abort(
+        "corrupt_page_map",
+        "check:full",
+        "invariant broken: a free page has a page-map word",
     );
 }
 
