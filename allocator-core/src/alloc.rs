@@ -337,9 +337,18 @@ pub unsafe fn free(p: *mut u8) {
                 // A pointer inside an object must not reach the cache (the next malloc would
                 // hand out memory overlapping a live block): it goes to `free_slow`, which
                 // aborts naming it. The slab is the word's payload.
-                let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *const crate::slab::Slab;
+                let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *mut crate::slab::Slab;
                 // SAFETY: a slab page's word names the live slab holding the page.
-                unsafe { (*slab).is_object_start(addr) }
+                let s = unsafe { &*slab };
+                let start = s.is_object_start(addr);
+                // A block of another arena's slab (allocated by another thread) goes home
+                // through the remote-free buffer, never to this thread's cache.
+                // SAFETY: the thread's own live cache.
+                if start && !s.belongs_to(unsafe { (*tc).home_arena }) {
+                    // SAFETY: as above; `slab` holds `p`, an object start.
+                    return unsafe { (*tc).free_remote(p, slab) };
+                }
+                start
             } else {
                 kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0
             };
@@ -437,6 +446,13 @@ pub unsafe fn free_slow(p: *mut u8) {
         Owner::Small { class, .. } | Owner::Large { class, .. } if !tc.is_null() => {
             // SAFETY: the thread's own live cache.
             let t = unsafe { &mut *tc };
+            if let Owner::Small { slab, .. } = owner {
+                // SAFETY: owner_of returned the live slab holding p, an object start.
+                if unsafe { !(*slab).belongs_to(t.home_arena) } {
+                    // SAFETY: as above.
+                    return unsafe { t.free_remote(p, slab) };
+                }
+            }
             if t.bins.get(class).is_some_and(|b| b.cap > 0) {
                 t.free_slow(class, p);
                 return;

@@ -379,6 +379,120 @@ pub fn for_each_group<T>(
     }
 }
 
+/// Capacity of a thread's remote-free buffer ([`RemoteFrees`]): one batch (the thread
+/// cache's largest bin capacity, `arena::BATCH_MAX`, which `tcache` asserts equal).
+pub const REMOTE_CAP: usize = 128;
+
+/// Small blocks a thread freed that belong to another arena's bins ("remote" frees), each
+/// with its slab, buffered until they go home in batches ([`RemoteFrees::drain`]: one lock
+/// of the owner's bin per arena and class present). They never reach the freeing thread's
+/// cache, so its next `malloc` cannot return a block another core may be writing next to:
+/// a free from another thread would otherwise hand it memory on a cache line its owner's
+/// neighbouring objects share (passive false sharing, mimalloc-bench's `cache-scratch`).
+///
+/// The buffer is the thread's own (inside its `Tcache`): no atomics. Invariant: `count <=
+/// REMOTE_CAP`; every item is a block its slab holds and the slab's `arena` is not the
+/// thread's. The slab's bitmap stays the truth: a block here is allocated as far as its slab
+/// knows until it is drained, so a second free of it is caught by the drain's `give_all`
+/// (or by `push` when it repeats the last one).
+pub struct RemoteFrees {
+    items: [(*mut u8, *mut Slab); REMOTE_CAP],
+    count: u32,
+}
+
+impl Default for RemoteFrees {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RemoteFrees {
+    pub const fn new() -> Self {
+        RemoteFrees {
+            items: [(null_mut(), null_mut()); REMOTE_CAP],
+            count: 0,
+        }
+    }
+
+    /// Blocks buffered.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Buffers `p` (held by `slab`); false when the buffer is full (the caller drains it and
+    /// pushes again). A pointer equal to the last one buffered is an immediate double free:
+    /// it aborts naming the pointer.
+    ///
+    /// # Safety
+    /// `slab` is the live slab holding `p`, an allocated object start of it (`check` and
+    /// `drain` read the slab).
+    #[inline]
+    pub unsafe fn push(&mut self, p: *mut u8, slab: *mut Slab) -> bool {
+        let n = self.count as usize;
+        if n > 0 && self.items.get(n - 1).is_some_and(|&(q, _)| q == p) {
+            diag::fatal_ptr(crate::slab::DOUBLE, p);
+        }
+        let Some(slot) = self.items.get_mut(n) else {
+            return false;
+        };
+        *slot = (p, slab);
+        self.count += 1;
+        true
+    }
+
+    /// Empties the buffer: calls `home(arena, class, group)` once per arena and class present,
+    /// where `group` holds that arena's blocks of that class with their slabs (the arena's bin
+    /// of that class flushes them under its lock: `BinState::flush`).
+    ///
+    /// # Safety
+    /// Every buffered slab is live (a slab holding an allocated block is never released, and
+    /// its `arena` and `class` never change while it is live).
+    pub unsafe fn drain(&mut self, mut home: impl FnMut(u32, usize, &mut [(*mut u8, *mut Slab)])) {
+        let n = self.count as usize;
+        self.count = 0;
+        let Some(items) = self.items.get_mut(..n) else {
+            return;
+        };
+        // Key: arena above, class (< 256) in the low byte.
+        for_each_group(
+            items,
+            // SAFETY: the contract (live slabs, fields fixed while live).
+            |&(_, s)| unsafe { (*s).arena << 8 | (*s).class },
+            |key, group| home(key >> 8, (key & 0xff) as usize, group),
+        );
+    }
+
+    /// Invariant scan (debug and test builds, `check:full`): the count is in bounds and no
+    /// buffered block belongs to arena `mine`.
+    pub fn check(&self, mine: u32) {
+        if !diag::full_checks() {
+            return;
+        }
+        diag::invariant(
+            self.len() <= REMOTE_CAP,
+            "a remote-free buffer holds more than its capacity",
+        );
+        for &(_, s) in self.items.iter().take(self.len()) {
+            // SAFETY: buffered slabs are live (see `drain`).
+            diag::invariant(
+                unsafe { (*s).arena } != mine,
+                "a remote-free buffer holds a block of the thread's own arena",
+            );
+        }
+    }
+}
+
+const _: () = assert!(
+    crate::size_class::NSMALL <= 256,
+    "drain's key keeps the class in a byte"
+);
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

@@ -86,6 +86,13 @@ impl Slab {
         off < self.span as usize && (off as u64).wrapping_mul(self.div_test) < self.div_test
     }
 
+    /// Whether this slab belongs to arena `arena`: `free` sends a block of a slab of another
+    /// arena to the thread's remote-free buffer (`bin::RemoteFrees`), not to its cache.
+    #[inline(always)]
+    pub fn belongs_to(&self, arena: u32) -> bool {
+        self.arena == arena
+    }
+
     /// The object index of `p`, or `None` if `p` is not the start of an object.
     #[inline]
     pub fn index_of(&self, p: usize) -> Option<usize> {

@@ -5,14 +5,22 @@
 //! per group. Slow-path events drive an incremental GC that flushes half of any bin the
 //! program has not needed the arena for since the last pass.
 //!
+//! A small block of a slab of another arena (freed by this thread, allocated by a thread of
+//! another arena) is not cached: it goes to the thread's remote-free buffer (`remote`,
+//! `bin::RemoteFrees`), which hands its blocks back to their own arenas' bins in batches when
+//! full, at each GC step, on `flush_all` and at thread exit, so this thread's `malloc` never
+//! returns a block whose neighbours another core is writing.
+//!
 //! The stacks live in one metadata block after the `Tcache` header (`items`), never in user
 //! memory.
 
 use crate::arena::{self, Arena, Owner};
 use crate::base::BASE;
-use crate::bin;
+use crate::bin::{self, RemoteFrees};
 use crate::size_class::*;
 use core::ptr::null_mut;
+
+const _: () = assert!(bin::REMOTE_CAP == crate::arena::BATCH_MAX);
 
 /// Classes a thread cache may hold: every small and large class.
 pub const NBINS: usize = HUGE_FIRST;
@@ -42,7 +50,8 @@ pub static PROFILING: crate::sync::plain::AtomicBool = crate::sync::plain::Atomi
 /// The fast paths' first reads share the header's first cache line: `malloc` reads
 /// `prof_countdown` before its bin, and Rust's `dealloc` reads `sized_max`; with both after the
 /// bins (1.4 KiB further) each pair touched one more line. The bins follow at offset 16, which
-/// the x86 addressing modes fold into each access (no extra instruction).
+/// the x86 addressing modes fold into each access (no extra instruction). `free` compares
+/// `home_arena` with the block's slab's arena, so it sits in the first line too.
 #[repr(C, align(64))]
 pub struct Tcache {
     /// Bytes to allocate before the next heap-profiling sample (`prof`); `u64::MAX` (never
@@ -52,6 +61,9 @@ pub struct Tcache {
     /// Sized frees (`free_layout`) of at most this many bytes go straight to the cache:
     /// `FAST_MAX`, or 0 under profiling so every free looks at the pagemap.
     pub sized_max: usize,
+    /// The index of `arena`: a small block whose slab belongs to another arena goes to
+    /// `remote`, not to a bin.
+    pub home_arena: u32,
     pub bins: [TBin; NBINS],
     // ---- the rest of heap profiling's fields.
     /// The sampling generator's state (0: not seeded yet).
@@ -61,8 +73,10 @@ pub struct Tcache {
     /// A sample is being taken: a nested allocation (the unwinder's) is not sampled.
     pub prof_busy: bool,
     // ---- end of heap profiling fields.
-    /// The arena this thread allocates from.
+    /// The arena this thread allocates from (`set_arena` changes it with `home_arena`).
     pub arena: *const Arena,
+    /// Small blocks of other arenas freed by this thread, on their way home.
+    remote: RemoteFrees,
     /// Bytes of the whole metadata block (header and stacks).
     block_bytes: usize,
     gc_ticks: u32,
@@ -132,6 +146,9 @@ impl Tcache {
         unsafe {
             let t = &mut *tc;
             t.arena = arena;
+            t.home_arena = (*arena).index;
+            // Zeroed memory is an empty buffer; written whole for clarity.
+            core::ptr::write(&mut t.remote, RemoteFrees::new());
             // Relaxed: set once by the global init, which happened-before any cache exists.
             let profiling = PROFILING.load(crate::sync::Ordering::Relaxed);
             t.prof_countdown = if profiling { 0 } else { u64::MAX };
@@ -245,11 +262,57 @@ impl Tcache {
         bin.count -= n as u32;
     }
 
-    /// Flushes every bin's contents (`thread.tcache.flush`).
+    /// Flushes every bin's contents and the remote-free buffer (`thread.tcache.flush`, thread
+    /// exit, a change of arena).
     pub fn flush_all(&mut self) {
         for c in 0..NBINS {
             self.flush_bin(c, usize::MAX);
         }
+        self.remote_flush();
+    }
+
+    /// Binds the cache to `arena` (its bins flushed first by the caller: nothing cached may
+    /// belong to the old binding, which would become remote).
+    ///
+    /// # Safety
+    /// `arena` is a live arena (arenas are never destroyed).
+    pub unsafe fn set_arena(&mut self, arena: *const Arena) {
+        self.arena = arena;
+        // SAFETY: the contract.
+        self.home_arena = unsafe { (*arena).index };
+    }
+
+    /// Buffers `p`, a small block of `slab`, an arena's other than this thread's, to go home
+    /// in a batch (draining the buffer first when it is full): `free`'s path for a block
+    /// another thread allocated.
+    ///
+    /// # Safety
+    /// `slab` is the live slab holding `p`, and `p` is an object start of it, not free.
+    #[cold]
+    #[inline(never)]
+    pub unsafe fn free_remote(&mut self, p: *mut u8, slab: *mut crate::slab::Slab) {
+        // SAFETY: the contract.
+        if unsafe { self.remote.push(p, slab) } {
+            return;
+        }
+        self.remote_flush();
+        // Room after the drain: this push cannot fail.
+        // SAFETY: the contract.
+        let _ = unsafe { self.remote.push(p, slab) };
+    }
+
+    /// Hands every buffered remote free back to its own arena's bin, one bin lock per arena
+    /// and class present.
+    pub fn remote_flush(&mut self) {
+        self.remote.check(self.home_arena);
+        // SAFETY: every buffered slab holds a block freed to it and not yet returned, so it
+        // is live (`free_remote`'s contract) and, grouped by its arena and class, one that
+        // arena's bin of that class owns (`bin_flush_slabs`'s contract).
+        unsafe {
+            self.remote.drain(|home, class, group| {
+                crate::registry::arena(home as usize).bin_flush_slabs(class, group)
+            })
+        };
     }
 
     /// One GC step every `GC_EVERY` slow-path events: visit the next bin that holds
@@ -260,6 +323,11 @@ impl Tcache {
             return;
         }
         self.gc_ticks = 0;
+        // Remote frees wait at most one GC period (a thread that freed a few and went on
+        // allocating from its cache would otherwise keep them until it exits).
+        if !self.remote.is_empty() {
+            self.remote_flush();
+        }
         for _ in 0..NBINS {
             let c = self.gc_next as usize;
             self.gc_next = (self.gc_next + 1) % NBINS as u32;
@@ -289,6 +357,7 @@ impl Tcache {
                 "a thread cache bin holds more than its capacity",
             );
         }
+        self.remote.check(self.home_arena);
     }
 }
 

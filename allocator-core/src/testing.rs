@@ -134,5 +134,5 @@ pub mod slab {
 /// `crate::bin` (loom builds only).
 #[cfg(loom)]
 pub mod bin {
-    pub use crate::bin::{for_each_group, BinState};
+    pub use crate::bin::{for_each_group, BinState, RemoteFrees};
 }

@@ -203,7 +203,7 @@ pub fn set_thread_arena(i: usize) -> bool {
         // SAFETY: the thread's own live cache.
         unsafe {
             (*tc).flush_all();
-            (*tc).arena = new;
+            (*tc).set_arena(new);
         }
     }
     true

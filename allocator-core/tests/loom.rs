@@ -8,6 +8,9 @@
 //! - a thread cache's flush racing another thread's remote free of a block of the same slab
 //!   into the same bin (`bin::for_each_group` keyed by the slab's arena, as
 //!   `tcache::flush_items` does, + `BinState::flush`);
+//! - the remote-free hand-off: a thread's buffer of blocks of another arena (never its own
+//!   allocations) drained home under the owner's bin lock while the owner frees and refills
+//!   in the same slab (`Slab::belongs_to`, `bin::RemoteFrees`, `BinState::flush`);
 //! - the pagemap's leaf publication: two threads creating the same leaf, a reader meanwhile
 //!   (`pagemap::Pagemap` with heap leaves from a `LeafSource`);
 //! - chunk hand-out from the shared chunk source to two arenas (`chunk::ChunkSource`);
@@ -22,7 +25,7 @@
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p hugealloc --release --test loom`
 #![cfg(loom)]
 
-use hugealloc::testing::bin::{for_each_group, BinState};
+use hugealloc::testing::bin::{for_each_group, BinState, RemoteFrees};
 use hugealloc::testing::chunk::{PageChunk, PAGE_PURGING};
 use hugealloc::testing::pagemap::{Leaf, LeafSource, Pagemap, TAG_EXTENT, TAG_PAGES};
 use hugealloc::testing::registry::{self, Slots};
@@ -341,6 +344,130 @@ fn tcache_flush_races_remote_free() {
         assert_eq!(again.len(), 3);
         assert!(again.contains(&(a0 as usize)) && again.contains(&(a1 as usize)));
         assert!(!again.contains(&(b0 as usize)));
+    });
+}
+
+/// The hand-off of remote frees (`bin::RemoteFrees`, as `Tcache::free_remote` and
+/// `remote_flush` drive it): thread 1 (arena 1) frees a block of arena 0 — `Slab::belongs_to`
+/// sends it to its remote buffer, not to its cache — allocates from its cache and its own bin
+/// without ever getting it, and drains the buffer home (grouped by arena and class, each group
+/// flushed under that arena's bin lock) while thread 0 frees and refills in the same slab;
+/// a second drain (a thread exit after a drain) finds nothing. Thread 0 then gets the block
+/// back, and no block is handed out twice.
+#[test]
+fn remote_buffer_hands_blocks_home() {
+    let class = two_per_slab();
+    loom::model(move || {
+        let pools = Arc::new([Pool::new(2, class, 0), Pool::new(2, class, 1)]);
+        let bins = Arc::new([Mutex::new(BinState::new()), Mutex::new(BinState::new())]);
+        // Thread 0 (arena 0) takes one slab's two blocks and hands a1 to thread 1.
+        let mut mine = [std::ptr::null_mut(); 2];
+        // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+        assert_eq!(
+            unsafe { bins[0].lock().fill(&mut mine, || pools[0].take()) },
+            2
+        );
+        let (a0, a1) = (mine[0], mine[1]);
+        let remote = {
+            let (pools, bins) = (pools.clone(), bins.clone());
+            let a1 = a1 as usize;
+            thread::spawn(move || {
+                const HOME: u32 = 1;
+                // Thread 1's cache (one class) and remote buffer.
+                let mut cache: Vec<*mut u8> = Vec::new();
+                let mut remote = Box::new(RemoteFrees::new());
+                let mut own = [std::ptr::null_mut(); 1];
+                // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+                assert_eq!(
+                    unsafe { bins[1].lock().fill(&mut own, || pools[1].take()) },
+                    1
+                );
+                // `free` of its own block and of a1: the slab's arena decides where each goes.
+                for p in [own[0], a1 as *mut u8] {
+                    let slab = slab_in(&pools[..], p);
+                    // SAFETY: pool slabs are live.
+                    if unsafe { (*slab).belongs_to(HOME) } {
+                        cache.push(p);
+                    } else {
+                        // SAFETY: `slab` is the live pool slab holding p, allocated.
+                        assert!(unsafe { remote.push(p, slab) });
+                    }
+                }
+                assert_eq!(remote.len(), 1);
+                // Two allocations: the cache first, then a refill from its own bin.
+                let mut got = Vec::new();
+                for _ in 0..2 {
+                    let p = cache.pop().unwrap_or_else(|| {
+                        let mut one = [std::ptr::null_mut(); 1];
+                        // SAFETY: as above.
+                        assert_eq!(
+                            unsafe { bins[1].lock().fill(&mut one, || pools[1].take()) },
+                            1
+                        );
+                        one[0]
+                    });
+                    got.push(p as usize);
+                }
+                assert!(
+                    !got.contains(&a1),
+                    "the freeing thread got the remote block"
+                );
+                // The drain (a full buffer, a GC step or thread exit), then thread exit's.
+                for _ in 0..2 {
+                    // SAFETY: buffered slabs are live pool slabs.
+                    unsafe {
+                        remote.drain(|home, c, group| {
+                            assert_eq!(c, class);
+                            // SAFETY: grouped by arena: each slab is one of that bin's.
+                            bins[home as usize].lock().flush(group, |_| {}).unwrap();
+                        })
+                    };
+                }
+                assert!(remote.is_empty());
+                // Thread 1's own blocks go back to its own bin.
+                let items: Vec<_> = got
+                    .iter()
+                    .map(|&p| (p as *mut u8, slab_in(&pools[..], p as *mut u8)))
+                    .collect();
+                // SAFETY: each item names the live pool slab holding it, of bin 1.
+                unsafe { bins[1].lock().flush(&items, |_| {}) }.unwrap();
+            })
+        };
+        // Meanwhile thread 0 frees a0 and allocates two blocks.
+        // SAFETY: a0's live pool slab, of bin 0.
+        unsafe {
+            bins[0]
+                .lock()
+                .flush(&[(a0, slab_in(&pools[..], a0))], |_| {})
+        }
+        .unwrap();
+        let mut more = [std::ptr::null_mut(); 2];
+        // SAFETY: pool slabs are live, of the bin's class, handed out once each.
+        assert_eq!(
+            unsafe { bins[0].lock().fill(&mut more, || pools[0].take()) },
+            2
+        );
+        remote.join().unwrap();
+        for (i, bin) in bins.iter().enumerate() {
+            let b = bin.lock();
+            b.check();
+            // Arena 0: `more` is live; arena 1: nothing.
+            let live = if i == 0 { 2 } else { 0 };
+            assert_eq!(b.stats.nmalloc - b.stats.nfree, live, "arena {i}");
+        }
+        // Arena 0's four blocks: `more` and the two left, a1 among them, each once.
+        let mut rest = [std::ptr::null_mut(); 2];
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { bins[0].lock().fill(&mut rest, || pools[0].take()) },
+            2
+        );
+        let all: HashSet<usize> = more.iter().chain(&rest).map(|&p| p as usize).collect();
+        assert_eq!(all.len(), 4);
+        assert!(
+            all.contains(&(a1 as usize)),
+            "the owner never got the block back"
+        );
     });
 }
 

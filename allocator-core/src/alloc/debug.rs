@@ -193,7 +193,8 @@ fn free_fill(owner: &Owner, p: *mut u8, usable: usize, debug: u8) {
 }
 
 /// Frees `p` under the debug modes: the checks and the junk fill of `free_debug`, then onto
-/// the thread's cache (`thread::debug_tcache`) when its class is cached, else to the arena.
+/// the thread's cache (`thread::debug_tcache`) when its class is cached (a small block of
+/// another arena to its remote-free buffer, as in `free`), else to the arena.
 /// A block already in this thread's cache bin aborts as a double free before the fill. The
 /// bin's top is compared always; the whole bin is scanned when the block may be a freed one:
 /// under `junk` and `check:full` every freed block starts with the free junk (`JUNK_FREE`),
@@ -232,5 +233,13 @@ pub(super) fn free_debug_cached(owner: Owner, p: *mut u8, debug: u8) {
         diag::fatal_ptr("double free of", p);
     }
     free_fill(&owner, p, usable, debug);
+    if let Owner::Small { slab, .. } = owner {
+        // SAFETY: owner_of returned the live slab holding p; free_check checked that p is an
+        // object start, not free.
+        if unsafe { !(*slab).belongs_to(t.home_arena) } {
+            // SAFETY: as above.
+            return unsafe { t.free_remote(p, slab) };
+        }
+    }
     t.push(class, p);
 }

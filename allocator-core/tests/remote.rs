@@ -1,0 +1,136 @@
+//! Remote frees go home: a small block freed by a thread of another arena is not handed back
+//! by that thread's own allocations (it goes to its remote-free buffer, then to its owner's
+//! bin), and its owner reuses it. Each test binds its threads to arenas it creates, so tests
+//! running at once in this binary do not share bins.
+
+use hugealloc::ctl::{self, CtlValue};
+use hugealloc::testing::alloc::{free, malloc};
+use hugealloc::testing::thread::flush_thread_cache;
+use hugealloc::{thread_set_arena, Arena, Thp};
+use std::collections::HashSet;
+use std::sync::mpsc;
+
+const BYTES: usize = 8;
+/// One refill's worth of the 8 B class (half the cache bin's 128), so the owner's cache bin
+/// is empty after allocating them and its next allocation refills from its arena's bin.
+const HANDED: usize = 64;
+
+/// A new arena bound to the calling thread.
+fn own_arena() -> usize {
+    let a = Arena::new(Thp::Default).expect("an arena");
+    assert!(thread_set_arena(a.index()));
+    a.index()
+}
+
+/// The owner (in an arena of its own) allocates `HANDED` blocks and gives them to a thread
+/// of another arena, which frees them, allocates 1,000 blocks of the class (none may be one
+/// of them), frees its own, and then either flushes its cache (`flush`) or just exits. Back in
+/// the owner, the next `HANDED` allocations are the handed blocks again.
+fn handed_blocks_go_home(flush: bool) {
+    own_arena();
+    let handed: Vec<usize> = (0..HANDED).map(|_| malloc(BYTES) as usize).collect();
+    assert!(handed.iter().all(|&p| p != 0));
+    let set: HashSet<usize> = handed.iter().copied().collect();
+    let freed = set.clone();
+    std::thread::spawn(move || {
+        own_arena();
+        // The thread's cache exists from its first allocation on (before it, frees go
+        // straight to the arenas).
+        let first = malloc(BYTES);
+        for &p in &handed {
+            // SAFETY: a live block from this allocator, freed once.
+            unsafe { free(p as *mut u8) };
+        }
+        let mut mine: Vec<usize> = (0..1000).map(|_| malloc(BYTES) as usize).collect();
+        mine.push(first as usize);
+        let reused = mine.iter().filter(|p| freed.contains(p)).count();
+        assert_eq!(
+            reused, 0,
+            "the freeing thread's malloc returned blocks it freed remotely"
+        );
+        for &p in &mine {
+            // SAFETY: live blocks from this allocator, freed once.
+            unsafe { free(p as *mut u8) };
+        }
+        if flush {
+            flush_thread_cache();
+        }
+    })
+    .join()
+    .unwrap();
+    let again: Vec<usize> = (0..HANDED).map(|_| malloc(BYTES) as usize).collect();
+    let back = again.iter().filter(|p| set.contains(p)).count();
+    assert_eq!(back, HANDED, "the owner did not get its blocks back");
+    for p in again {
+        // SAFETY: live blocks from this allocator, freed once.
+        unsafe { free(p as *mut u8) };
+    }
+}
+
+#[test]
+fn remote_frees_go_home_on_flush() {
+    std::thread::spawn(|| handed_blocks_go_home(true))
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn remote_frees_go_home_at_thread_exit() {
+    std::thread::spawn(|| handed_blocks_go_home(false))
+        .join()
+        .unwrap();
+}
+
+/// Small blocks the bins of arena `i` took back (`stats.arenas.<i>.small.ndalloc`).
+fn small_ndalloc(i: usize) -> u64 {
+    ctl::write("epoch", CtlValue::U64(1)).unwrap();
+    match ctl::read(&format!("stats.arenas.{i}.small.ndalloc")) {
+        Ok(CtlValue::U64(v)) => v,
+        other => panic!("small.ndalloc: {other:?}"),
+    }
+}
+
+/// A thread that frees more remote blocks than its buffer holds (128) sends them home in
+/// batches while it runs, the rest when it exits; none comes back through its own
+/// allocations.
+#[test]
+fn a_full_remote_buffer_goes_home_while_the_thread_runs() {
+    const N: usize = 1000;
+    std::thread::spawn(|| {
+        let owner = own_arena();
+        let handed: Vec<usize> = (0..N).map(|_| malloc(BYTES) as usize).collect();
+        let set: HashSet<usize> = handed.iter().copied().collect();
+        let before = small_ndalloc(owner);
+        let (freed_tx, freed_rx) = mpsc::channel();
+        let (exit_tx, exit_rx) = mpsc::channel::<()>();
+        let freeing = std::thread::spawn(move || {
+            own_arena();
+            let mut mine = vec![malloc(BYTES) as usize];
+            for &p in &handed {
+                // SAFETY: a live block from this allocator, freed once.
+                unsafe { free(p as *mut u8) };
+                mine.push(malloc(BYTES) as usize);
+            }
+            assert!(mine.iter().all(|p| !set.contains(p)));
+            for p in mine {
+                // SAFETY: live blocks from this allocator, freed once.
+                unsafe { free(p as *mut u8) };
+            }
+            freed_tx.send(()).unwrap();
+            exit_rx.recv().unwrap();
+        });
+        freed_rx.recv().unwrap();
+        // Full buffers went home while the thread ran: all but the last partial batch.
+        let home = small_ndalloc(owner) - before;
+        assert!(
+            home >= (N - 127) as u64 && home < N as u64,
+            "{home} blocks home"
+        );
+        exit_tx.send(()).unwrap();
+        freeing.join().unwrap();
+        // The rest went home at thread exit.
+        assert_eq!(small_ndalloc(owner) - before, N as u64);
+    })
+    .join()
+    .unwrap();
+}
