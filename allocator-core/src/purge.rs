@@ -225,6 +225,23 @@ pub(crate) fn decay_goal(
     })
 }
 
+/// The pass a huge free runs when it leaves the arena's dirty bytes above `dirty_max`
+/// (`ArenaInner::over_dirty_max`): down to the limit at once, whatever the decay pass's rate
+/// limit (a tenth of the decay time), and nothing else. `None` without a limit.
+pub(crate) fn dirty_max_goal(now_ms: u64) -> Option<PurgeGoal> {
+    // Relaxed: see set_purge_globals.
+    let dirty_max = DIRTY_MAX.load(Ordering::Relaxed);
+    if dirty_max == 0 {
+        return None;
+    }
+    Some(PurgeGoal::Decay {
+        now_ms,
+        decay_ms: u64::MAX,
+        muzzy_decay_ms: u64::MAX,
+        dirty_max,
+    })
+}
+
 /// Phase 2: advises every run of `batch` (no lock held; reads only the batch).
 pub(crate) fn purge_advise(batch: &PurgeBatch) {
     for &(run, addr, len) in batch.runs() {
@@ -523,6 +540,13 @@ impl ArenaInner {
         batch.len = 0;
         self.stats.purged_bytes += purged as u64;
         purged
+    }
+
+    /// Whether this arena's dirty bytes exceed `dirty_max` (false without a limit).
+    pub(crate) fn over_dirty_max(&self) -> bool {
+        // Relaxed: see set_purge_globals.
+        let limit = DIRTY_MAX.load(Ordering::Relaxed);
+        limit != 0 && self.dirty_bytes() > limit
     }
 
     /// Dirty bytes this arena holds: free dirty extents and free dirty pages of page chunks
