@@ -1,5 +1,6 @@
 //! Purging of one arena: decay (free memory dirty for `dirty_decay_ms` goes back with
-//! `MADV_DONTNEED`, or `MADV_FREE` first for `muzzy_decay_ms`), the `dirty_max` byte limit,
+//! `MADV_DONTNEED`, or `MADV_FREE` first for `muzzy_decay_ms`), the `dirty_max` byte limit
+//! (checked by each decay pass, and by a huge free at once: `dirty_max_goal`),
 //! subrelease (purging the free pages of a huge-backed page chunk, which splits its huge page:
 //! a last resort under `dirty_max`) and re-collapse of split chunks (`thp_collapse`). Whole
 //! free extents go first, since purging them splits nothing. Also the process-wide decay
