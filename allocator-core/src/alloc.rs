@@ -400,15 +400,19 @@ unsafe fn cache_push(tc: *mut crate::tcache::Tcache, class: usize, p: *mut u8) -
 #[inline(always)]
 pub unsafe fn free_layout(p: *mut u8, size: usize, align: usize) {
     let tc = thread::tcache();
-    // `sized_max` is FAST_MAX, or 0 under profiling: a sampled block is found in `free` only.
-    if !tc.is_null()
+    if !tc.is_null() && (align <= 8 || (align <= 16 && size > 8)) {
         // SAFETY: the thread's own live cache (non-null checked first).
-        && size <= unsafe { (*tc).sized_max }
-        && (align <= 8 || (align <= 16 && size > 8))
-    {
-        // SAFETY: the thread's own live cache; class_of(size) < NSMALL <= NBINS.
-        if unsafe { cache_push(tc, class_of(size), p) } {
-            return;
+        let max = unsafe { (*tc).sized_max };
+        // `sized_max` is FAST_MAX, or 0 under profiling: then (the only case where a size
+        // past `sized_max` is at most FAST_MAX) a block is pushed by its size only when no
+        // sampled block lies on its page (`prof::may_be_sampled`, one load); otherwise `free`
+        // finds a sampled one through the pagemap. Inlined: where the size is a constant (a
+        // `Box<T>`), the size tests fold away.
+        if size <= max || (size <= FAST_MAX && !crate::prof::may_be_sampled(p as usize)) {
+            // SAFETY: the thread's own live cache; class_of(size) < NSMALL <= NBINS.
+            if unsafe { cache_push(tc, class_of(size), p) } {
+                return;
+            }
         }
     }
     // SAFETY: forwarded contract.

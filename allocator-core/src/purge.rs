@@ -1,5 +1,6 @@
 //! Purging of one arena: decay (free memory dirty for `dirty_decay_ms` goes back with
-//! `MADV_DONTNEED`, or `MADV_FREE` first for `muzzy_decay_ms`), the `dirty_max` byte limit,
+//! `MADV_DONTNEED`, or `MADV_FREE` first for `muzzy_decay_ms`), the `dirty_max` byte limit
+//! (checked by each decay pass, and by a huge free at once: `dirty_max_goal`),
 //! subrelease (purging the free pages of a huge-backed page chunk, which splits its huge page:
 //! a last resort under `dirty_max`) and re-collapse of split chunks (`thp_collapse`). Whole
 //! free extents go first, since purging them splits nothing. Also the process-wide decay
@@ -221,6 +222,23 @@ pub(crate) fn decay_goal(
         decay_ms,
         // Relaxed: see set_muzzy_decay_ms.
         muzzy_decay_ms: MUZZY_DECAY_MS.load(Ordering::Relaxed),
+        dirty_max,
+    })
+}
+
+/// The pass a huge free runs when it leaves the arena's dirty bytes above `dirty_max`
+/// (`ArenaInner::over_dirty_max`): down to the limit at once, whatever the decay pass's rate
+/// limit (a tenth of the decay time), and nothing else. `None` without a limit.
+pub(crate) fn dirty_max_goal(now_ms: u64) -> Option<PurgeGoal> {
+    // Relaxed: see set_purge_globals.
+    let dirty_max = DIRTY_MAX.load(Ordering::Relaxed);
+    if dirty_max == 0 {
+        return None;
+    }
+    Some(PurgeGoal::Decay {
+        now_ms,
+        decay_ms: u64::MAX,
+        muzzy_decay_ms: u64::MAX,
         dirty_max,
     })
 }
@@ -523,6 +541,13 @@ impl ArenaInner {
         batch.len = 0;
         self.stats.purged_bytes += purged as u64;
         purged
+    }
+
+    /// Whether this arena's dirty bytes exceed `dirty_max` (false without a limit).
+    pub(crate) fn over_dirty_max(&self) -> bool {
+        // Relaxed: see set_purge_globals.
+        let limit = DIRTY_MAX.load(Ordering::Relaxed);
+        limit != 0 && self.dirty_bytes() > limit
     }
 
     /// Dirty bytes this arena holds: free dirty extents and free dirty pages of page chunks

@@ -43,8 +43,9 @@ pub struct TBin {
 pub const FAST_MAX: usize = 4096;
 
 /// Set by `prof::init` when heap profiling is on (`opt.prof`), before any cache exists: new
-/// caches then start their sampling countdown at 0 (the first allocation seeds it) and send
-/// sized frees through the pagemap (`sized_max` 0), which is how a sampled block is found.
+/// caches then start their sampling countdown at 0 (the first allocation seeds it) and set
+/// `sized_max` to 0, so a sized free first asks `prof::may_be_sampled` whether a sampled block
+/// lies on the block's page (one load) before it pushes by size.
 pub static PROFILING: crate::sync::plain::AtomicBool = crate::sync::plain::AtomicBool::new(false);
 
 /// The fast paths' first reads share the header's first cache line: `malloc` reads
@@ -59,7 +60,7 @@ pub struct Tcache {
     /// one branch.
     pub prof_countdown: u64,
     /// Sized frees (`free_layout`) of at most this many bytes go straight to the cache:
-    /// `FAST_MAX`, or 0 under profiling so every free looks at the pagemap.
+    /// `FAST_MAX`, or 0 under profiling, where a small one first asks `prof::may_be_sampled`.
     pub sized_max: usize,
     /// The index of `arena`: a small block whose slab belongs to another arena goes to
     /// `remote`, not to a bin.

@@ -81,6 +81,12 @@ pub mod os {
     }
 }
 
+/// `crate::prof`: the sized free's sampled-page test.
+#[cfg(not(loom))]
+pub mod prof {
+    pub use crate::prof::{is_sampled, may_be_sampled};
+}
+
 /// `crate::registry`: the arena table and the placement rule.
 pub mod registry {
     #[cfg(not(loom))]

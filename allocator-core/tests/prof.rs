@@ -115,6 +115,45 @@ fn sampled_blocks_through_every_entry_point() {
     assert!(after[2] > mid[2], "reallocations were sampled too");
 }
 
+/// Rust's sized `dealloc` under profiling pushes a small block straight into its cache bin
+/// unless `may_be_sampled` marks its page: a live sampled block's page is marked (else the
+/// push would file it in a small bin), and the mark goes when the block is freed (else every
+/// free on that page would keep taking the pagemap path).
+#[test]
+fn sized_free_sees_the_pages_of_sampled_blocks() {
+    use hugealloc::testing::prof::{is_sampled, may_be_sampled};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let layout = std::alloc::Layout::from_size_align(100, 8).unwrap();
+    // SAFETY: a non-zero layout.
+    let blocks: Vec<*mut u8> = (0..4000)
+        .map(|_| unsafe { std::alloc::alloc(layout) })
+        .collect();
+    let sampled: Vec<usize> = blocks
+        .iter()
+        .map(|&p| p as usize)
+        .filter(|&a| is_sampled(a))
+        .collect();
+    assert!(sampled.len() >= 20, "{} of 4000 sampled", sampled.len());
+    for &a in &sampled {
+        assert!(
+            may_be_sampled(a),
+            "sampled block {a:#x}: its page is not marked"
+        );
+    }
+    for &p in &blocks {
+        // SAFETY: live with this layout, freed once.
+        unsafe { std::alloc::dealloc(p, layout) };
+    }
+    assert!(sampled.iter().all(|&a| !is_sampled(a)));
+    // The harness's other threads may sample a block on one of these pages meanwhile.
+    let still = sampled.iter().filter(|&&a| may_be_sampled(a)).count();
+    assert!(
+        still * 4 < sampled.len(),
+        "{still} of {} freed sampled blocks' pages still marked",
+        sampled.len()
+    );
+}
+
 #[test]
 fn reset_clears_and_old_blocks_still_free() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -213,3 +213,38 @@ fn muzzy_stage_frees_lazily_then_purges() {
     hugealloc::testing::arena::set_muzzy_decay_ms(0);
     hugealloc::testing::arena::set_decay_ms(10_000);
 }
+
+/// `dirty_max` holds as soon as a huge free passes it, not only at the next decay pass (which
+/// runs at most every tenth of the decay time: once a second here, so the frees after the
+/// first, made well within that second, are left to the huge free's own check).
+#[test]
+fn dirty_max_holds_right_after_a_huge_free() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = hugealloc::stats();
+    hugealloc::testing::arena::set_decay_ms(10_000);
+    hugealloc::testing::arena::set_purge_globals(8 << 20, false);
+    let arena = hugealloc::Arena::new(hugealloc::Thp::Never).expect("arena");
+    let layout = std::alloc::Layout::from_size_align(8 << 20, 16).unwrap();
+    use std::alloc::GlobalAlloc;
+    let blocks: Vec<*mut u8> = (0..8)
+        .map(|_| {
+            // SAFETY: a non-zero layout.
+            let p = unsafe { arena.alloc(layout) };
+            assert!(!p.is_null());
+            // SAFETY: a live block of 8 MiB.
+            unsafe { std::ptr::write_bytes(p, 0x33, 8 << 20) };
+            p
+        })
+        .collect();
+    for p in blocks {
+        // SAFETY: a live block of the arena with this layout, freed once.
+        unsafe { arena.dealloc(p, layout) };
+    }
+    let snap = hugealloc::testing::registry::arena(arena.index()).snapshot();
+    let dirty = snap.dirty_page_bytes + snap.arena.dirty_extent_bytes;
+    hugealloc::testing::arena::set_purge_globals(0, false);
+    assert!(
+        dirty <= 8 << 20,
+        "dirty {dirty} bytes right after the frees, over an 8 MiB dirty_max"
+    );
+}

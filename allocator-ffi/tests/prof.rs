@@ -18,6 +18,25 @@ fn run_sites(dir: &Path, conf: &str, args: &[&str]) -> (String, String, Vec<Path
     run_exe(&exe, dir, conf, args)
 }
 
+/// Runs `show` (the launcher, with any environment set) as `hugealloc profile --top 5 DUMP` and
+/// checks its table: the top row is `grow_cache` (70% of `prof_sites`' live bytes) and a later
+/// row `parse`, each symbolised with its source file.
+fn assert_top_sites(show: &mut Command, dump: &Path) {
+    show.arg("profile").arg("--top").arg("5").arg(dump);
+    let out = run_ok(show, "hugealloc profile");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text.lines().skip(2).collect();
+    assert!(
+        rows.first()
+            .is_some_and(|r| r.contains("grow_cache (prof_sites.c:")),
+        "{text}"
+    );
+    assert!(
+        rows.iter().any(|r| r.contains("parse (prof_sites.c:")),
+        "{text}"
+    );
+}
+
 /// `prof_sites` built with frame pointers (`-fno-omit-frame-pointer`) or without, at `-O2`,
 /// as `dir/prof_sites-preload` (the name the dumps are recognised by).
 fn compile_sites_frame_pointers(dir: &Path, frame_pointers: bool) -> PathBuf {
@@ -123,20 +142,7 @@ fn frame_pointer_unwinding_names_the_sites() {
     assert!(got[2] > 0.95 * total, "main holds {} of {total}", got[2]);
 
     // The launcher names the top sites from the same dump.
-    let mut show = timed(120, env!("CARGO_BIN_EXE_hugealloc"));
-    show.arg("profile").arg("--top").arg("5").arg(&dumps[0]);
-    let out = run_ok(&mut show, "hugealloc profile");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let rows: Vec<&str> = text.lines().skip(2).collect();
-    assert!(
-        rows.first()
-            .is_some_and(|r| r.contains("grow_cache (prof_sites.c:")),
-        "{text}"
-    );
-    assert!(
-        rows.iter().any(|r| r.contains("parse (prof_sites.c:")),
-        "{text}"
-    );
+    assert_top_sites(&mut timed(120, env!("CARGO_BIN_EXE_hugealloc")), &dumps[0]);
 }
 
 /// `prof_unwind:fp` on a program built without frame pointers (`rbp` an ordinary register):
@@ -330,25 +336,7 @@ fn launcher_profiles_a_program_and_names_its_top_site() {
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(dumps.len(), 1, "{dumps:?}");
-    let mut show = timed(120, launcher);
-    show.env("PATH", &no_binutils)
-        .arg("profile")
-        .arg("--top")
-        .arg("5")
-        .arg(&dumps[0]);
-    let out = run_ok(&mut show, "hugealloc profile");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let rows: Vec<&str> = text.lines().skip(2).collect();
-    // The top row is grow_cache (70% of the live bytes), symbolised with its source file.
-    assert!(
-        rows.first()
-            .is_some_and(|r| r.contains("grow_cache (prof_sites.c:")),
-        "{text}"
-    );
-    assert!(
-        rows.iter().any(|r| r.contains("parse (prof_sites.c:")),
-        "{text}"
-    );
+    assert_top_sites(timed(120, launcher).env("PATH", &no_binutils), &dumps[0]);
 
     // The flame graph: grow_cache's frame is the widest below main (about 70%), parse's
     // about 30%; inferno titles each frame "name (N bytes, P%)", the name being the bare

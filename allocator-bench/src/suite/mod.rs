@@ -5,8 +5,9 @@
 //! runs 1 to 10 s at the default size on 2 cores, checks its own results (stamped blocks, or an
 //! arithmetic identity) so a broken allocator fails loudly, and ends with a `result:` line.
 //!
-//! `pairs` is not a workload: it calls `malloc` and `free` of the C library directly, for
-//! counting instructions per pair under `valgrind --tool=callgrind` (`scripts/callgrind_fastpath.sh`).
+//! `pairs` is not a workload: it calls `malloc` and `free` of the C library directly (or, with
+//! `--via rust`, hugealloc's `GlobalAlloc`), for counting instructions per pair under
+//! `valgrind --tool=callgrind` (`scripts/callgrind_fastpath.sh`).
 
 mod cache;
 mod cfrac;
@@ -133,8 +134,35 @@ pub fn default_size(name: &str) -> u64 {
 pub fn pairs(args: &Args) -> Result<(), String> {
     let n: u64 = args.number(1_000_000)?;
     let bytes: usize = args.get("bytes", 64)?;
+    let via: String = args.get("via", "c".to_string())?;
     let start = crate::measure::Mark::now();
     let mut sum = 0usize;
+    if via == "rust" {
+        // hugealloc's `GlobalAlloc` called directly (this binary's global allocator is
+        // `System`): Rust's sized `dealloc`, which `HUGEALLOC_CONF=prof:true` changes.
+        use std::alloc::{GlobalAlloc, Layout};
+        let layout = Layout::from_size_align(bytes.max(1), 16).map_err(|e| e.to_string())?;
+        for _ in 0..n {
+            // SAFETY: a non-zero layout; the block is freed at once with the same layout.
+            unsafe {
+                let p = hugealloc::HugeAlloc.alloc(std::hint::black_box(layout));
+                assert!(!p.is_null(), "out of memory");
+                sum = sum.wrapping_add(p as usize & 0xff);
+                hugealloc::HugeAlloc.dealloc(std::hint::black_box(p), layout);
+            }
+        }
+        common::finish(
+            "pairs",
+            n,
+            1,
+            start,
+            sum as u64,
+            &format!("bytes={bytes} via=rust"),
+        );
+        return Ok(());
+    } else if via != "c" {
+        return Err(format!("--via: c or rust, not {via:?}"));
+    }
     for _ in 0..n {
         // SAFETY: malloc of a non-zero size; the result is freed at once (or is null).
         unsafe {

@@ -150,8 +150,12 @@ impl Arena {
             er.dirty_since_ms = os::now_ms();
         }
         inner.extent_free(e);
+        let over = inner.over_dirty_max();
         drop(inner);
         self.maybe_decay();
+        if over {
+            self.purge_over_dirty_max();
+        }
     }
 
     /// Resizes a huge block in place to `new_class` (requested `size`): shrinks by giving back

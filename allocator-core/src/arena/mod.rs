@@ -31,8 +31,8 @@ use crate::hugetlb::Backing;
 use crate::os;
 use crate::pagemap::{PAGEMAP, TAG_EXTENT, TAG_MASK};
 use crate::purge::{
-    decay_decode, decay_encode, decay_goal, decay_resolve, purge_advise, PurgeBatch, PurgeGoal,
-    DECAY_INHERIT, PASS_BATCHES_MAX,
+    decay_decode, decay_encode, decay_goal, decay_resolve, dirty_max_goal, purge_advise,
+    PurgeBatch, PurgeGoal, DECAY_INHERIT, PASS_BATCHES_MAX,
 };
 use crate::size_class::*;
 use crate::slab::Slab;
@@ -202,6 +202,21 @@ impl Arena {
             self.last_decay_ms.store(now, Ordering::Relaxed);
             self.purge_pass(&guard, goal, now);
         }
+    }
+
+    /// After a huge free that left this arena's dirty bytes above `dirty_max`: purges down to
+    /// the limit now, not at the next decay pass (at most every tenth of the decay time), so
+    /// a program freeing big blocks faster than that cannot overshoot it. Skipped while
+    /// another pass of this arena runs (its goal holds the same limit).
+    fn purge_over_dirty_max(&self) {
+        let now = os::now_ms();
+        let Some(goal) = dirty_max_goal(now) else {
+            return;
+        };
+        let Some(guard) = self.purge.try_lock() else {
+            return;
+        };
+        self.purge_pass(&guard, goal, now);
     }
 
     /// Purges toward `goal` in batches (`purge`'s three phases): each batch chosen and marked

@@ -15,8 +15,10 @@
 //! in every other entry point that takes a pointer (`usable_size`, `realloc`, ...), the
 //! pagemap word tells a sampled candidate from anything else without a lock (large run, not
 //! page aligned; or a huge block, sampled with offset 0), and only candidates look in the
-//! table. Sized frees (Rust's `dealloc`) would skip the pagemap: under profiling each cache
-//! sets `sized_max` to 0, so they take the pagemap path too.
+//! table. Sized frees (Rust's `dealloc`) skip the pagemap: under profiling each cache sets
+//! `sized_max` to 0, and a sized free of at most `FAST_MAX` bytes pushes by size only when
+//! `SAMPLED_PAGES`, a table of counts by page number, says no sampled block lies on the
+//! block's page (one load); otherwise it takes the pagemap path.
 //!
 //! **Stacks.** libgcc's `_Unwind_Backtrace` (frame pointers are usually absent). Its first
 //! use may call `malloc`; `init` primes it at start, and while a thread captures a stack its
@@ -54,7 +56,7 @@ pub use unwind::capture;
 
 use crate::config::Options;
 use crate::os;
-use crate::sync::plain::{AtomicBool, AtomicU64, AtomicUsize};
+use crate::sync::plain::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use crate::sync::Ordering;
 use core::ptr::null_mut;
 use dump::{at_exit, dump_auto};
@@ -93,6 +95,42 @@ static SELF_START: AtomicUsize = AtomicUsize::new(0);
 static SELF_END: AtomicUsize = AtomicUsize::new(0);
 /// `prof_unwind:fp`: the program's frames come from the frame-pointer chain.
 static UNWIND_FP: AtomicBool = AtomicBool::new(false);
+
+/// Slots of `SAMPLED_PAGES`: one per page of a 256 MiB window of addresses.
+const SAMPLED_SLOTS: usize = 1 << 16;
+/// The sized free's test (`may_be_sampled`): slot `i` counts the live sampled blocks of at most
+/// `tcache::FAST_MAX` bytes (the only ones a sized free could push into a small bin) whose
+/// pointer lies on a page whose number is `i` modulo `SAMPLED_SLOTS`. A sampled block has its
+/// page run to itself, so within one 256 MiB window every page has its own slot and a block
+/// on a page with no sample reads 0; pages a window apart share a slot (a false positive: the
+/// free looks in the pagemap, as it would without this table). A slot never wraps: it counts at
+/// most one block per page, and 2^19 pages of a 47-bit address space share it.
+/// 256 KiB of zeroed static memory; only the pages of slots in use are ever written.
+static SAMPLED_PAGES: [AtomicU32; SAMPLED_SLOTS] = [const { AtomicU32::new(0) }; SAMPLED_SLOTS];
+
+/// The slot of `SAMPLED_PAGES` for the page holding `addr`.
+#[inline(always)]
+fn sampled_slot(addr: usize) -> &'static AtomicU32 {
+    // The mask keeps the index in bounds (no panic path).
+    &SAMPLED_PAGES[(addr / os::PAGE) & (SAMPLED_SLOTS - 1)]
+}
+
+/// Whether a block of `size` bytes sampled at `addr` is counted in `SAMPLED_PAGES`.
+fn counted(size: usize) -> bool {
+    size <= crate::tcache::FAST_MAX
+}
+
+/// Whether the block at `addr`, freed with a size of at most `tcache::FAST_MAX`, may be a
+/// sampled block: false means it certainly is not, so a sized free may push it straight into
+/// the small bin its size names. One load; for profiling only (the table is all zero when off).
+#[inline(always)]
+pub fn may_be_sampled(addr: usize) -> bool {
+    // Relaxed: `record` counts a block before `malloc` returns it, so any thread freeing it got
+    // the pointer through an ordering that also carries the count (happens-before); a count
+    // dropped by a free of another block on the slot can only make this read a larger value,
+    // never 0 while a counted block lies on the slot.
+    sampled_slot(addr).load(Ordering::Relaxed) != 0
+}
 
 /// Whether profiling is on (`opt.prof`). A relaxed load: the cold paths' test.
 #[inline(always)]
@@ -152,6 +190,10 @@ pub fn init(opts: &Options) {
 /// requested `size` and its stack. Called with no allocator lock held.
 pub fn record(p: *mut u8, base: *mut u8, size: usize, frames: &[usize]) {
     let weight = scaled_bytes(size as u64, 1, lg_sample());
+    if counted(size) {
+        // Relaxed: see `may_be_sampled` (the count precedes the block's return to the program).
+        sampled_slot(p as usize).fetch_add(1, Ordering::Relaxed);
+    }
     {
         let mut g = TABLE.lock();
         let stack = g.stack_for(frames);
@@ -187,6 +229,10 @@ pub fn sampled_base(p: *mut u8, remove: bool) -> Option<*mut u8> {
     }
     let mut g = TABLE.lock();
     let (base, size, stack) = g.block_find(p as usize, remove)?;
+    if remove && counted(size) {
+        // Relaxed: see `may_be_sampled`; the block's run is given back after this.
+        sampled_slot(p as usize).fetch_sub(1, Ordering::Relaxed);
+    }
     if remove && !stack.is_null() {
         // SAFETY: a live stack of the table, under its lock.
         let s = unsafe { &mut *stack };
@@ -194,6 +240,11 @@ pub fn sampled_base(p: *mut u8, remove: bool) -> Option<*mut u8> {
         s.live_bytes -= size as u64;
     }
     Some(base as *mut u8)
+}
+
+/// Whether `addr` is the pointer of a live sampled block (tests).
+pub fn is_sampled(addr: usize) -> bool {
+    sampled_base(addr as *mut u8, false).is_some()
 }
 
 /// Whether `addr` could be a sampled block: inside a large run's first page but not at its
