@@ -57,6 +57,8 @@ pub struct Arena {
     decay_ms: AtomicU64,
     /// When the last decay pass started (ms); written under `purge`.
     last_decay_ms: AtomicU64,
+    /// When the bins last gave back their idle kept empty slabs (ms; `bins_decay`).
+    bins_decay_ms: AtomicU64,
     pub nthreads: AtomicUsize,
     pub(crate) bins: [Mutex<BinState>; NSMALL],
     /// Held by the one purge pass of this arena running (rank 2b); `fork` prepare takes it, so
@@ -88,6 +90,7 @@ impl Arena {
                     thp: AtomicU8::new(policy as u8),
                     decay_ms: AtomicU64::new(DECAY_INHERIT),
                     last_decay_ms: AtomicU64::new(0),
+                    bins_decay_ms: AtomicU64::new(0),
                     nthreads: AtomicUsize::new(0),
                     bins: [BIN; NSMALL],
                     purge: Mutex::new(()),
@@ -154,6 +157,7 @@ impl Arena {
     /// dirty for at least the decay time, however recently the last pass ran. Returns the
     /// bytes purged.
     pub fn decay_now(&self) -> usize {
+        self.bins_decay(true);
         let guard = self.purge.lock();
         let now = os::now_ms();
         match decay_goal(self.decay_raw(), 0, now, true) {
@@ -192,6 +196,7 @@ impl Arena {
         {
             return;
         }
+        self.bins_decay(false);
         let Some(guard) = self.purge.try_lock() else {
             // Another pass runs: it does this work.
             return;
@@ -201,6 +206,31 @@ impl Arena {
         if let Some(goal) = decay_goal(decay, last, now, false) {
             self.last_decay_ms.store(now, Ordering::Relaxed);
             self.purge_pass(&guard, goal, now);
+        }
+    }
+
+    /// The bins' part of decay: each bin gives back the kept empty slabs no refill took since
+    /// the last time (`BinState::decay`), when a tenth of the decay time has passed since then
+    /// (or `force`). Takes each bin lock in turn, and the arena lock under it for each slab
+    /// given back, so it runs before the purge pass (which may then purge their pages), with
+    /// no lock held; the timestamp's compare-and-swap elects one thread per tick.
+    fn bins_decay(&self, force: bool) {
+        let now = os::now_ms();
+        // Relaxed: the swap below decides; this only avoids it when not due.
+        let last = self.bins_decay_ms.load(Ordering::Relaxed);
+        if decay_goal(self.decay_raw(), last, now, force).is_none() {
+            return;
+        }
+        // Relaxed: elects one thread per tick; the bins' state is ordered by their locks.
+        if self
+            .bins_decay_ms
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        for bin in &self.bins {
+            bin.lock().decay(|s| self.slab_release(s));
         }
     }
 
