@@ -6,8 +6,8 @@
 //!
 //! Invariants: `current` (when set) is on no list; every slab on the non-full list has at
 //! least one free and one allocated object; every slab on the empty list is empty, and there
-//! are `nempty` of them, at most `keep_empty(class)` (`KEEP_EMPTY_BYTES` of slabs, at least
-//! one). So a program that allocates and frees the same few hundred KiB over and over (a
+//! are `nempty` of them, at most `keep_empty(class)` (`KEEP_EMPTY_BYTES` of slabs or room
+//! for `KEEP_EMPTY_OBJS` objects, whichever is fewer, at least one). So a program that allocates and frees the same few hundred KiB over and over (a
 //! producer/consumer pair, a batch of requests) reuses its slabs instead of giving their
 //! pages back and taking them again at every batch. The arena's decay pass returns the kept
 //! slabs no refill needed since the pass before (`decay`: the low-water mark of `nempty`
@@ -21,19 +21,27 @@
 
 use crate::diag;
 use crate::list;
-use crate::size_class::{NSMALL, SLAB_PAGES};
+use crate::size_class::{NSMALL, SLAB_OBJS, SLAB_PAGES};
 use crate::slab::Slab;
+use core::mem::MaybeUninit;
 use core::ptr::null_mut;
 
 /// Bytes of empty slabs a bin may keep for reuse instead of returning their pages at once
 /// (at least one slab); the decay pass returns those that stay unused (see the module doc).
 pub const KEEP_EMPTY_BYTES: usize = 1 << 20;
 
+/// Objects of empty slabs a bin may keep (rounded up to whole slabs): the bytes budget alone
+/// would let a bin of 16-byte objects keep 65,536 of them. (The compare suite's espresso
+/// still pays for the kept slabs in peak RSS, 5.9 -> 7.0 MiB, with or without this cap:
+/// docs/benchmarks.md, issue 13.)
+pub const KEEP_EMPTY_OBJS: usize = 1024;
+
 /// Empty slabs a bin keeps through decay passes (only `purge` returns it).
 pub const KEEP_EMPTY_MIN: u32 = 1;
 
-/// How many empty slabs a bin of small class `class` may keep: `KEEP_EMPTY_BYTES` of them, at
-/// least `KEEP_EMPTY_MIN` (a class that is not small: `KEEP_EMPTY_MIN`).
+/// How many empty slabs a bin of small class `class` may keep: `KEEP_EMPTY_BYTES` of them or
+/// enough for `KEEP_EMPTY_OBJS` objects, whichever is fewer, at least `KEEP_EMPTY_MIN` (a
+/// class that is not small: `KEEP_EMPTY_MIN`).
 #[inline]
 pub fn keep_empty(class: usize) -> u32 {
     match KEEP_EMPTY.get(class) {
@@ -47,7 +55,13 @@ static KEEP_EMPTY: [u32; NSMALL] = {
     let mut t = [0u32; NSMALL];
     let mut i = 0;
     while i < NSMALL {
-        let slabs = KEEP_EMPTY_BYTES / (SLAB_PAGES[i] as usize * crate::os::PAGE);
+        let by_bytes = KEEP_EMPTY_BYTES / (SLAB_PAGES[i] as usize * crate::os::PAGE);
+        let by_objs = KEEP_EMPTY_OBJS.div_ceil(SLAB_OBJS[i] as usize);
+        let slabs = if by_bytes < by_objs {
+            by_bytes
+        } else {
+            by_objs
+        };
         t[i] = if slabs < KEEP_EMPTY_MIN as usize {
             KEEP_EMPTY_MIN
         } else {
@@ -419,6 +433,19 @@ impl BinState {
         );
         steps
     }
+}
+
+/// The first `n` items of `buf` as initialised values (a flush's stack buffer, filled in order
+/// and not zeroed first).
+///
+/// # Safety
+/// `n <= buf.len()` and `buf[..n]` are initialised.
+#[inline(always)]
+pub unsafe fn init_prefix<T>(buf: &mut [MaybeUninit<T>], n: usize) -> &mut [T] {
+    debug_assert!(n <= buf.len());
+    // SAFETY: per the contract, the first `n` items are initialised `T`s, and
+    // `MaybeUninit<T>` has `T`'s layout.
+    unsafe { core::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<T>(), n) }
 }
 
 /// Calls `f(key, group)` once per distinct key of `items`, where each group holds the items

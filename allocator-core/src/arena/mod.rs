@@ -38,6 +38,7 @@ use crate::size_class::*;
 use crate::slab::Slab;
 use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::thp::{self, ChunkAdvice, Thp};
+use core::mem::MaybeUninit;
 use core::ptr::{self, null_mut};
 
 pub use crate::arena_state::ArenaStats;
@@ -278,12 +279,16 @@ impl Arena {
     /// taking the bin lock once. Aborts on a pointer that is not an object start or is
     /// already free.
     pub(crate) fn bin_flush(&self, class: usize, ptrs: &[*mut u8]) {
-        let mut items = [(null_mut(), null_mut()); BATCH_MAX];
-        for chunk in ptrs.chunks(items.len()) {
-            for (item, &p) in items.iter_mut().zip(chunk) {
-                *item = (p, slab_of(p, class));
+        // Not zeroed first (see `tcache::flush_items`).
+        let mut buf = [MaybeUninit::<(*mut u8, *mut Slab)>::uninit(); BATCH_MAX];
+        for chunk in ptrs.chunks(buf.len()) {
+            let mut n = 0;
+            for (item, &p) in buf.iter_mut().zip(chunk) {
+                item.write((p, slab_of(p, class)));
+                n += 1;
             }
-            self.bin_flush_slabs(class, items.get(..chunk.len()).unwrap_or(&[]));
+            // SAFETY: the first `n <= BATCH_MAX` items were written just above.
+            self.bin_flush_slabs(class, unsafe { crate::bin::init_prefix(&mut buf, n) });
         }
     }
 
