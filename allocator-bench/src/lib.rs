@@ -45,7 +45,7 @@ usage: hugealloc-bench [SUBCOMMAND] [N] [--flag VALUE]...
   purge-latency [MS=2000]      malloc/free latency while another thread frees and purges
   cfrac espresso larson xmalloc cache-scratch cache-thrash mstress rptest sh6bench
   sh8bench realloc [SIZE]      the benchmark suite (--threads N where threaded)
-  pairs [N=1000000]            --bytes 64: C malloc+free pairs (for callgrind)
+  pairs [N=1000000]            --bytes 64 --free plain|sized|sdallocx: C malloc+free pairs (callgrind)
   spawn FILE [K=V]... -- PROG  run PROG, write its wall ms, peak RSS KiB, minor faults
   compare                      --reps 3 --only w1,w2 --size-scale X --out DIR --no-warmup
                                --allocators a1,a2
@@ -75,7 +75,7 @@ fn run(global_allocator: global::Global) -> Result<(), String> {
         "bigbuf" => &["mib", "type"],
         "scipp" => &["rounds", "reps", "chase-mib", "chase-steps"],
         "frag" => &["keep", "wait-ms"],
-        "pairs" => &["bytes"],
+        "pairs" => &["bytes", "free"],
         "purge-latency" => &[],
         _ => match suite {
             Some(w) => w.flags,
