@@ -7,15 +7,16 @@
 //! Invariants: `current` (when set) is on no list; every slab on the non-full list has at
 //! least one free and one allocated object; every slab on the empty list is empty, and there
 //! are `nempty` of them, at most `keep_empty(class)` (`KEEP_EMPTY_BYTES` of slabs or room
-//! for `KEEP_EMPTY_OBJS` objects, whichever is fewer, at least one). So a program that allocates and frees the same few hundred KiB over and over (a
-//! producer/consumer pair, a batch of requests) reuses its slabs instead of giving their
-//! pages back and taking them again at every batch. The arena's decay pass returns the kept
+//! for `KEEP_EMPTY_OBJS` objects, whichever is fewer, at least one). So a program that
+//! allocates and frees the same few hundred KiB over and over (a producer/consumer pair, a
+//! batch of requests) reuses its slabs instead of giving their pages back and taking them
+//! again at every batch. The arena's decay pass returns the kept
 //! slabs no refill needed since the pass before (`decay`: the low-water mark of `nempty`
 //! between two passes), down to `KEEP_EMPTY_MIN`, so an idle bin's kept slabs go back within
 //! two passes (a fifth of `dirty_decay_ms`) and only `KEEP_EMPTY_MIN` stays until `purge`.
 //!
-//! Under `check:full` each operation checks the slabs it touches, and the whole non-full list
-//! is scanned once per as many operations as the last scan found slabs (at least
+//! Under `check:full` each operation checks the slabs it touches, and both lists are scanned
+//! whole once per as many operations as the last scan found slabs (at least
 //! `SCAN_EVERY_MIN`): the scans cost O(1) slab checks per operation however long the list
 //! grows, where a scan per operation made a program with a large heap quadratic.
 
@@ -258,9 +259,8 @@ impl BinState {
     /// objects, which a refill took from one slab in address order, so a flush is a few long
     /// runs (no sort: it would cost more than it saves on such batches).
     /// A slab that empties goes on the kept list, or to `release` when `keep_empty(class)` are
-    /// kept already. Returns the
-    /// first pointer that is not an object start or is already free, with what is wrong
-    /// (the runs before it were returned; the caller aborts).
+    /// kept already. Returns the first pointer that is not an object start or is already free,
+    /// with what is wrong (the runs before it were returned; the caller aborts).
     ///
     /// # Safety
     /// Each item's slab is a live slab this bin owns (one `fill` took from it, and it was not
