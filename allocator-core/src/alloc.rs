@@ -365,6 +365,72 @@ pub unsafe fn free(p: *mut u8) {
     unsafe { free_slow(p) }
 }
 
+/// `free_sized`'s fast path: `free`'s (one pagemap lookup, the check that `p` starts a block,
+/// the push on the cache bin of its class) with the block's class compared with `want`, the
+/// class of the size the caller gave. False when it does not apply (no cache, not a small or
+/// large cached block, a pointer inside a block, another class, a full bin): the caller's
+/// slow path then decides. `free` keeps its own copy of the same steps: written as one
+/// function with a `want` that plain `free` leaves open, LLVM laid the plain path out with 2
+/// more instructions per pair (callgrind, 99 -> 101).
+///
+/// # Safety
+/// `p` is null or a live block from this allocator, not used afterwards if this returns true.
+#[inline(always)]
+unsafe fn free_cached(p: *mut u8, want: usize) -> bool {
+    let tc = thread::tcache();
+    let addr = p as usize;
+    if tc.is_null() || addr & 7 != 0 {
+        return false;
+    }
+    let entry = PAGEMAP.get(addr);
+    if entry & TAG_MASK != TAG_PAGES {
+        return false;
+    }
+    let pc = (entry & !TAG_MASK) as *const crate::chunk::PageChunk;
+    // The address's bits below the chunk: no load of the chunk's base.
+    let page = crate::owner::page_index(addr);
+    // SAFETY: a TAG_PAGES entry points at its chunk's live page map.
+    debug_assert_eq!(page, unsafe { (*pc).page_of(addr) });
+    // SAFETY: as above; `page < CHUNK_PAGES`, the page map's length.
+    let word = unsafe { *(*pc).page_map.get_unchecked(page) };
+    let class = (word >> PAGE_CLASS_SHIFT) as usize;
+    if class != want || !starts_block(word, addr) {
+        return false;
+    }
+    if word & PAGE_KIND == PAGE_SLAB {
+        // A block of another arena's slab goes home through the remote-free buffer, as in
+        // `free`. The slab is the word's payload.
+        let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *mut crate::slab::Slab;
+        // SAFETY: a slab page's word names the live slab holding the page; `tc` is the
+        // thread's own live cache.
+        if unsafe { !(*slab).belongs_to((*tc).home_arena) } {
+            // SAFETY: `slab` holds `p`, an object start (`starts_block`).
+            unsafe { (*tc).free_remote(p, slab) };
+            return true;
+        }
+    }
+    // SAFETY: the thread's own live cache; class < HUGE_FIRST == NBINS for slab and large
+    // page words.
+    unsafe { cache_push(tc, class, p) }
+}
+
+/// Whether `addr`, on a page whose page-map word is `word`, starts a block the cache may take:
+/// an object start of a slab (a pointer inside an object must not reach the cache: the next
+/// `malloc` would hand out memory overlapping a live block; the slow paths abort naming it),
+/// or the page-aligned start of a large run.
+#[inline(always)]
+fn starts_block(word: u64, addr: usize) -> bool {
+    let kind = word & PAGE_KIND;
+    if kind == PAGE_SLAB {
+        // The slab is the word's payload.
+        let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *const crate::slab::Slab;
+        // SAFETY: a slab page's word names the live slab holding the page.
+        unsafe { (*slab).is_object_start(addr) }
+    } else {
+        kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0
+    }
+}
+
 /// Pushes `p` on its cache bin if there is room (comparing it with the top first: an immediate
 /// double free aborts); false when the bin is full.
 ///
@@ -486,11 +552,33 @@ fn free_arena_plain(owner: Owner, p: *mut u8) {
 }
 
 /// Frees `p`, which the caller says was allocated with `size` and `align`; aborts when that
-/// size belongs to another class than the block's.
+/// size belongs to another class than the block's. One pagemap lookup, as `free`: the
+/// block's class is compared with the size's on `free`'s fast path.
 ///
 /// # Safety
 /// As `free`.
+#[inline]
 pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
+    // Under `check:full` the block was served from the class of `size + REDZONE` (and the
+    // cache is out of the fast path's sight, so only the slow path sees it).
+    if let Some(class) = class_for(size, align) {
+        // SAFETY: forwarded contract.
+        if unsafe { free_cached(p, class) } {
+            return;
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free_sized_slow(p, size, align) }
+}
+
+/// `free_sized` off the fast path: null, a sampled, huge or uncached block, a full bin, the
+/// debug modes, or a misuse (the size of another class, a pointer inside a block).
+///
+/// # Safety
+/// As `free`.
+#[cold]
+#[inline(never)]
+unsafe fn free_sized_slow(p: *mut u8, size: usize, align: usize) {
     if p.is_null() {
         return;
     }
@@ -499,7 +587,6 @@ pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
         return unsafe { free_slow(p) };
     }
     let class = arena::class_of_ptr(p);
-    // Under `check:full` the block was served from the class of `size + REDZONE`.
     let asked = if diag::debug() & diag::DEBUG_FULL != 0 {
         size.saturating_add(REDZONE)
     } else {
@@ -509,7 +596,7 @@ pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
         crate::diag::fatal_ptr("free with a size of another class:", p);
     }
     // SAFETY: forwarded contract.
-    unsafe { free(p) }
+    unsafe { free_slow(p) }
 }
 
 /// Frees `p` bypassing the thread cache.

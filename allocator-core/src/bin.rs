@@ -4,33 +4,89 @@
 //! through closures, which keeps this module free of global state (the loom models drive it
 //! with slabs of their own).
 //!
-//! Invariants: `current` (when set) is not on the non-full list; every slab on the non-full
-//! list has at least one free object; at most `KEEP_EMPTY` slabs on that list are empty
-//! (`nempty` counts them), so a producer/consumer pair does not map and unmap a slab for
-//! every batch, and an idle bin keeps at most that much memory.
+//! Invariants: `current` (when set) is on no list; every slab on the non-full list has at
+//! least one free and one allocated object; every slab on the empty list is empty, and there
+//! are `nempty` of them, at most `keep_empty(class)` (`KEEP_EMPTY_BYTES` of slabs or room
+//! for `KEEP_EMPTY_OBJS` objects, whichever is fewer, at least one). So a program that
+//! allocates and frees the same few hundred KiB over and over (a producer/consumer pair, a
+//! batch of requests) reuses its slabs instead of giving their pages back and taking them
+//! again at every batch. The arena's decay pass returns the kept
+//! slabs no refill needed since the pass before (`decay`: the low-water mark of `nempty`
+//! between two passes), down to `KEEP_EMPTY_MIN`, so an idle bin's kept slabs go back within
+//! two passes (a fifth of `dirty_decay_ms`) and only `KEEP_EMPTY_MIN` stays until `purge`.
 //!
-//! Under `check:full` each operation checks the slabs it touches, and the whole non-full list
-//! is scanned once per as many operations as the last scan found slabs (at least
+//! Under `check:full` each operation checks the slabs it touches, and both lists are scanned
+//! whole once per as many operations as the last scan found slabs (at least
 //! `SCAN_EVERY_MIN`): the scans cost O(1) slab checks per operation however long the list
 //! grows, where a scan per operation made a program with a large heap quadratic.
 
 use crate::diag;
 use crate::list;
+use crate::size_class::{NSMALL, SLAB_OBJS, SLAB_PAGES};
 use crate::slab::Slab;
+use core::mem::MaybeUninit;
 use core::ptr::null_mut;
 
-/// Empty slabs a bin keeps for reuse instead of returning their pages at once.
-pub const KEEP_EMPTY: u32 = 1;
+/// Bytes of empty slabs a bin may keep for reuse instead of returning their pages at once
+/// (at least one slab); the decay pass returns those that stay unused (see the module doc).
+pub const KEEP_EMPTY_BYTES: usize = 1 << 20;
+
+/// Objects of empty slabs a bin may keep (rounded up to whole slabs): the bytes budget alone
+/// would let a bin of 16-byte objects keep 65,536 of them. (The compare suite's espresso
+/// still pays for the kept slabs in peak RSS, 5.9 -> 7.0 MiB, with or without this cap:
+/// docs/benchmarks.md, issue 13.)
+pub const KEEP_EMPTY_OBJS: usize = 1024;
+
+/// Empty slabs a bin keeps through decay passes (only `purge` returns it).
+pub const KEEP_EMPTY_MIN: u32 = 1;
+
+/// How many empty slabs a bin of small class `class` may keep: `KEEP_EMPTY_BYTES` of them or
+/// enough for `KEEP_EMPTY_OBJS` objects, whichever is fewer, at least `KEEP_EMPTY_MIN` (a
+/// class that is not small: `KEEP_EMPTY_MIN`).
+#[inline]
+pub fn keep_empty(class: usize) -> u32 {
+    match KEEP_EMPTY.get(class) {
+        Some(&n) => n,
+        None => KEEP_EMPTY_MIN,
+    }
+}
+
+/// `keep_empty` per class.
+static KEEP_EMPTY: [u32; NSMALL] = {
+    let mut t = [0u32; NSMALL];
+    let mut i = 0;
+    while i < NSMALL {
+        let by_bytes = KEEP_EMPTY_BYTES / (SLAB_PAGES[i] as usize * crate::os::PAGE);
+        let by_objs = KEEP_EMPTY_OBJS.div_ceil(SLAB_OBJS[i] as usize);
+        let slabs = if by_bytes < by_objs {
+            by_bytes
+        } else {
+            by_objs
+        };
+        t[i] = if slabs < KEEP_EMPTY_MIN as usize {
+            KEEP_EMPTY_MIN
+        } else {
+            slabs as u32
+        };
+        i += 1;
+    }
+    t
+};
 
 /// Under `check:full`, the fewest operations between two scans of a bin's whole list.
 pub const SCAN_EVERY_MIN: u32 = 64;
 
-/// Per small class: the current slab, the non-full ones and the counters.
+/// Per small class: the current slab, the partly used ones, the kept empty ones and the
+/// counters.
 pub struct BinState {
     current: *mut Slab,
+    /// Slabs with free and allocated objects (not the current one).
     nonfull: *mut Slab,
-    /// Empty slabs on the non-full list.
+    /// Kept empty slabs (not the current one), `nempty` of them.
+    empty: *mut Slab,
     nempty: u32,
+    /// The fewest kept empty slabs since the last `decay`: that many no refill needed.
+    nempty_low: u32,
     /// `check:full`: operations since the last whole scan, and how many to wait for the next.
     ops_since_scan: u32,
     scan_every: u32,
@@ -138,7 +194,9 @@ impl BinState {
         BinState {
             current: null_mut(),
             nonfull: null_mut(),
+            empty: null_mut(),
             nempty: 0,
+            nempty_low: 0,
             ops_since_scan: 0,
             scan_every: SCAN_EVERY_MIN,
             stats: BinStats::ZERO,
@@ -162,23 +220,27 @@ impl BinState {
             let mut slab = self.current;
             // SAFETY: the current slab, when set, is a live slab of this bin.
             if slab.is_null() || unsafe { (*slab).is_full() } {
-                slab = self.nonfull;
-                if slab.is_null() {
+                // Partly used slabs first (they fill up, the empty ones may go back), then a
+                // kept empty one, then a new one.
+                if !self.nonfull.is_null() {
+                    slab = self.nonfull;
+                    // SAFETY: non-full slabs are live and listed in this bin.
+                    unsafe { list::remove(&mut self.nonfull, slab) };
+                } else if !self.empty.is_null() {
+                    slab = self.empty;
+                    // SAFETY: kept empty slabs are live and listed in this bin.
+                    unsafe { list::remove(&mut self.empty, slab) };
+                    self.nempty -= 1;
+                    self.nempty_low = self.nempty_low.min(self.nempty);
+                } else {
                     slab = new_slab();
                     if slab.is_null() {
                         break;
                     }
                     self.stats.nslabs += 1;
-                } else {
-                    // SAFETY: non-full slabs are live and listed in this bin.
-                    unsafe {
-                        list::remove(&mut self.nonfull, slab);
-                        (*slab).listed = false;
-                        if (*slab).is_empty() {
-                            self.nempty -= 1;
-                        }
-                    }
                 }
+                // SAFETY: a live slab of this bin, off every list now.
+                unsafe { (*slab).listed = false };
                 self.current = slab;
             }
             // SAFETY: `slab` is live and owned by this bin (the contract for new slabs).
@@ -196,9 +258,9 @@ impl BinState {
     /// bitmap store per word, one list update per slab): a thread cache flushes its oldest
     /// objects, which a refill took from one slab in address order, so a flush is a few long
     /// runs (no sort: it would cost more than it saves on such batches).
-    /// A slab that empties beyond the `KEEP_EMPTY` kept ones goes to `release`. Returns the
-    /// first pointer that is not an object start or is already free, with what is wrong
-    /// (the runs before it were returned; the caller aborts).
+    /// A slab that empties goes on the kept list, or to `release` when `keep_empty(class)` are
+    /// kept already. Returns the first pointer that is not an object start or is already free,
+    /// with what is wrong (the runs before it were returned; the caller aborts).
     ///
     /// # Safety
     /// Each item's slab is a live slab this bin owns (one `fill` took from it, and it was not
@@ -225,19 +287,18 @@ impl BinState {
                 continue;
             }
             if s.is_empty() {
-                if self.nempty < KEEP_EMPTY {
-                    if !s.listed {
-                        // SAFETY: an unlisted live slab of this bin.
-                        unsafe { list::push(&mut self.nonfull, slab) };
-                        s.listed = true;
-                    }
-                    self.nempty += 1;
-                    continue;
-                }
                 if s.listed {
-                    // SAFETY: listed slabs are on this bin's non-full list.
+                    // SAFETY: a listed slab that was not empty (it had objects to give back)
+                    // is on this bin's non-full list.
                     unsafe { list::remove(&mut self.nonfull, slab) };
                     s.listed = false;
+                }
+                if self.nempty < keep_empty(s.class as usize) {
+                    // SAFETY: an unlisted live slab of this bin.
+                    unsafe { list::push(&mut self.empty, slab) };
+                    s.listed = true;
+                    self.nempty += 1;
+                    continue;
                 }
                 self.stats.nslabs -= 1;
                 release(slab);
@@ -253,23 +314,7 @@ impl BinState {
 
     /// Gives every kept empty slab (and an empty current one) to `release`: purging.
     pub fn drain_empty(&mut self, mut release: impl FnMut(*mut Slab)) {
-        let mut s = self.nonfull;
-        while !s.is_null() && self.nempty > 0 {
-            // SAFETY: listed slabs are live; read the link before unlinking.
-            let next = unsafe { (*s).next };
-            // SAFETY: as above.
-            if unsafe { (*s).is_empty() } {
-                // SAFETY: `s` is on this bin's non-full list.
-                unsafe {
-                    list::remove(&mut self.nonfull, s);
-                    (*s).listed = false;
-                }
-                self.nempty -= 1;
-                self.stats.nslabs -= 1;
-                release(s);
-            }
-            s = next;
-        }
+        self.release_empty(self.nempty, &mut release);
         let cur = self.current;
         // SAFETY: the current slab, when set, is live.
         if !cur.is_null() && unsafe { (*cur).is_empty() } {
@@ -279,6 +324,44 @@ impl BinState {
         }
         self.check();
         self.ops_since_scan = 0;
+    }
+
+    /// The decay pass's step (see the module doc): gives `release` the kept empty slabs no
+    /// refill took since the last call (the low-water mark of `nempty`), keeping at least
+    /// `KEEP_EMPTY_MIN`. Returns how many went back.
+    pub fn decay(&mut self, mut release: impl FnMut(*mut Slab)) -> u32 {
+        let idle = self
+            .nempty_low
+            .min(self.nempty.saturating_sub(KEEP_EMPTY_MIN));
+        self.release_empty(idle, &mut release);
+        self.nempty_low = self.nempty;
+        self.check();
+        idle
+    }
+
+    /// Gives `n <= nempty` kept empty slabs to `release`: the ones longest on the list (the
+    /// list is a stack: refills take its top, the slabs they touched last).
+    fn release_empty(&mut self, n: u32, release: &mut impl FnMut(*mut Slab)) {
+        let mut s = self.empty;
+        // Past the `nempty - n` kept at the top.
+        for _ in n..self.nempty {
+            // SAFETY: kept slabs are live and listed.
+            s = unsafe { (*s).next };
+        }
+        while !s.is_null() {
+            // SAFETY: `s` is on this bin's empty list; read the link before unlinking.
+            let next = unsafe { (*s).next };
+            // SAFETY: as above.
+            unsafe {
+                list::remove(&mut self.empty, s);
+                (*s).listed = false;
+            }
+            self.nempty -= 1;
+            self.stats.nslabs -= 1;
+            release(s);
+            s = next;
+        }
+        self.nempty_low = self.nempty_low.min(self.nempty);
     }
 
     /// The checks of one operation under `check:full`: the current slab always, the whole list
@@ -311,36 +394,58 @@ impl BinState {
 
     /// The scan of `check`; returns how many slabs are listed.
     fn scan(&self) -> u32 {
-        let mut empty = 0;
-        let mut s = self.nonfull;
         let mut steps = 0;
-        while !s.is_null() {
-            // SAFETY: listed slabs are live while the bin lock is held.
-            let slab = unsafe { &*s };
-            diag::invariant(
-                slab.listed && !slab.is_full() && s != self.current,
-                "a bin's non-full list holds a full, unlisted or current slab",
-            );
-            slab.check();
-            empty += slab.is_empty() as u32;
-            s = slab.next;
-            steps += 1;
-            diag::invariant(steps < 1 << 24, "a bin's slab list has a cycle");
+        let mut empties = 0;
+        // The bin's class, from any slab it holds (`keep_empty`'s bound).
+        let mut keep = KEEP_EMPTY_MIN;
+        for (head, empty) in [(self.nonfull, false), (self.empty, true)] {
+            let mut s = head;
+            while !s.is_null() {
+                // SAFETY: listed slabs are live while the bin lock is held.
+                let slab = unsafe { &*s };
+                diag::invariant(
+                    slab.listed && !slab.is_full() && s != self.current,
+                    "a bin's slab list holds a full, unlisted or current slab",
+                );
+                diag::invariant(
+                    slab.is_empty() == empty,
+                    "a bin's non-full list holds an empty slab, or its empty list a used one",
+                );
+                slab.check();
+                keep = keep_empty(slab.class as usize);
+                empties += empty as u32;
+                s = slab.next;
+                steps += 1;
+                diag::invariant(steps < 1 << 24, "a bin's slab list has a cycle");
+            }
         }
         if !self.current.is_null() {
             // SAFETY: the current slab is live while the bin lock is held.
             unsafe { (*self.current).check() };
         }
         diag::invariant(
-            empty == self.nempty,
+            empties == self.nempty,
             "a bin's count of empty slabs is wrong",
         );
         diag::invariant(
-            self.nempty <= KEEP_EMPTY,
+            self.nempty <= keep && self.nempty_low <= self.nempty,
             "a bin keeps too many empty slabs",
         );
         steps
     }
+}
+
+/// The first `n` items of `buf` as initialised values (a flush's stack buffer, filled in order
+/// and not zeroed first).
+///
+/// # Safety
+/// `n <= buf.len()` and `buf[..n]` are initialised.
+#[inline(always)]
+pub unsafe fn init_prefix<T>(buf: &mut [MaybeUninit<T>], n: usize) -> &mut [T] {
+    debug_assert!(n <= buf.len());
+    // SAFETY: per the contract, the first `n` items are initialised `T`s, and
+    // `MaybeUninit<T>` has `T`'s layout.
+    unsafe { core::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<T>(), n) }
 }
 
 /// Calls `f(key, group)` once per distinct key of `items`, where each group holds the items
@@ -564,50 +669,79 @@ mod tests {
         }
     }
 
+    /// The slab of `p` among test slabs made 64 KiB apart from 0x100000, in order.
+    fn owner_in(made: &[*mut Slab], p: *mut u8) -> *mut Slab {
+        made[(p as usize - 0x100000) / 0x10000]
+    }
+
     #[test]
-    fn keeps_one_empty_slab_and_releases_the_next() {
+    fn keeps_empty_slabs_up_to_the_budget_and_decay_returns_the_idle_ones() {
         let class = class_of(1024);
+        let keep = keep_empty(class) as usize;
+        assert_eq!(keep, KEEP_EMPTY_BYTES / 4096, "1 KiB slabs are one page");
         let mut bin = BinState::new();
         let mut made = Vec::new();
-        let mut out = [null_mut(); 64];
         let mut next_addr = 0x100000;
+        let mut new_slab_fn = |made: &mut Vec<*mut Slab>| {
+            let s = new_slab(next_addr, class);
+            next_addr += 0x10000;
+            made.push(s);
+            s
+        };
+        // Ten slabs more than the bin may keep, all handed out.
+        let mut out = std::vec![null_mut(); (keep + 10) * 4];
         // SAFETY: each slab is fresh, of `class`, and given to the bin only.
-        let n = unsafe {
-            bin.fill(&mut out, || {
-                let s = new_slab(next_addr, class);
-                next_addr += 0x10000;
-                made.push(s);
-                s
-            })
-        };
-        assert_eq!(n, 64);
-        assert!(made.len() >= 2, "1 KiB slabs hold fewer than 64 objects");
-        let owner = |p: *mut u8| -> *mut Slab {
-            *made
-                .iter()
-                .find(|&&s| {
-                    // SAFETY: test slabs are live.
-                    unsafe { (*s).index_of(p as usize).is_some() }
-                })
-                .unwrap()
-        };
-        let items: Vec<_> = out.iter().map(|&p| (p, owner(p))).collect();
+        let n = unsafe { bin.fill(&mut out, || new_slab_fn(&mut made)) };
+        assert_eq!(n, out.len());
+        assert_eq!(made.len(), keep + 10);
+        let items: Vec<_> = out.iter().map(|&p| (p, owner_in(&made, p))).collect();
         let mut released = Vec::new();
         // SAFETY: each item names its live test slab, owned by this bin.
         unsafe { bin.flush(&items, |s| released.push(s)) }.unwrap();
-        // The current slab stays; of the others, one is kept empty and the rest released.
-        assert_eq!(released.len(), made.len() - 2);
-        assert_eq!(bin.stats.nslabs as usize, 2);
-        assert_eq!(bin.stats.nfree, 64);
+        // The current slab stays, `keep` are kept empty, the rest go back.
+        assert_eq!(bin.nempty as usize, keep);
+        assert_eq!(released.len(), made.len() - 1 - keep);
+        assert_eq!(bin.stats.nslabs as usize, 1 + keep);
+        bin.check();
+        // A decay right after: the refill above needed no kept slab, but none was kept
+        // then, so nothing is idle yet.
+        assert_eq!(bin.decay(|s| released.push(s)), 0);
+        // A refill takes the current slab's 4 objects and two kept slabs: those two were
+        // needed since the last pass, the others were not.
+        let mut again = [null_mut(); 12];
+        // SAFETY: as above; no new slab is needed.
+        assert_eq!(unsafe { bin.fill(&mut again, || unreachable!()) }, 12);
+        assert_eq!(bin.nempty as usize, keep - 2);
+        let back: Vec<_> = again.iter().map(|&p| (p, owner_in(&made, p))).collect();
+        // SAFETY: as above.
+        unsafe { bin.flush(&back, |s| released.push(s)) }.unwrap();
+        assert_eq!(bin.nempty as usize, keep);
+        let before = released.len();
+        assert_eq!(bin.decay(|s| released.push(s)) as usize, keep - 2);
+        assert_eq!(released.len() - before, keep - 2);
+        assert_eq!(bin.nempty, 2);
+        bin.check();
+        // The two the refill used go back at the next pass, down to KEEP_EMPTY_MIN.
+        assert_eq!(bin.decay(|s| released.push(s)), 2 - KEEP_EMPTY_MIN);
+        assert_eq!(bin.nempty, KEEP_EMPTY_MIN);
+        assert_eq!(bin.decay(|s| released.push(s)), 0);
         // A double free is reported, naming the pointer.
-        let cur = out.iter().position(|&p| owner(p) == bin.current).unwrap();
+        let cur = out
+            .iter()
+            .position(|&p| owner_in(&made, p) == bin.current)
+            .unwrap();
         // SAFETY: as above (the current slab is never released).
         let err = unsafe { bin.flush(&items[cur..cur + 1], |_| {}) };
         assert_eq!(err, Err((out[cur], "double free of")));
         let mut drained = Vec::new();
         bin.drain_empty(|s| drained.push(s));
-        assert_eq!(drained.len(), 2);
+        assert_eq!(drained.len(), KEEP_EMPTY_MIN as usize + 1);
         assert_eq!(bin.stats.nslabs, 0);
+        // Every slab went back exactly once.
+        released.extend(drained);
+        released.sort();
+        released.dedup();
+        assert_eq!(released.len(), made.len());
         for s in made {
             // SAFETY: every test slab came from Box::into_raw and is no longer used.
             drop(unsafe { Box::from_raw(s) });

@@ -17,7 +17,10 @@
 use crate::arena::{self, Arena, Owner};
 use crate::base::BASE;
 use crate::bin::{self, RemoteFrees};
+use crate::chunk::PageChunk;
 use crate::size_class::*;
+use crate::slab::Slab;
+use core::mem::MaybeUninit;
 use core::ptr::null_mut;
 
 const _: () = assert!(bin::REMOTE_CAP == crate::arena::BATCH_MAX);
@@ -375,12 +378,16 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
         };
         start = end;
         if is_small(class) {
-            let mut pairs = [(null_mut(), null_mut()); CAP_MAX];
-            // Every batch fits (at most CAP_MAX).
-            let pairs = pairs.get_mut(..batch.len()).unwrap_or(&mut []);
-            for (pair, &p) in pairs.iter_mut().zip(batch.iter()) {
-                *pair = (p, arena::slab_of(p, class));
+            // Not zeroed first: 2 KiB of stores per flush cost more than the pointers' own
+            // lookups when a flush is a few dozen objects.
+            let mut buf = [MaybeUninit::<(*mut u8, *mut Slab)>::uninit(); CAP_MAX];
+            let mut n = 0;
+            for (slot, &p) in buf.iter_mut().zip(batch.iter()) {
+                slot.write((p, arena::slab_of(p, class)));
+                n += 1;
             }
+            // SAFETY: the first `n <= CAP_MAX` slots were written just above.
+            let pairs = unsafe { bin::init_prefix(&mut buf, n) };
             bin::for_each_group(
                 pairs,
                 // SAFETY: slab_of returned live slabs.
@@ -389,19 +396,21 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
             );
         } else {
             // (chunk, page) of each large block, looked up and checked once.
-            let mut runs = [(null_mut(), 0usize); CAP_MAX];
-            // Every batch fits (at most CAP_MAX).
-            let runs = runs.get_mut(..batch.len()).unwrap_or(&mut []);
-            for (run, &p) in runs.iter_mut().zip(batch.iter()) {
-                *run = match arena::owner_of(p) {
+            let mut buf = [MaybeUninit::<(*mut PageChunk, usize)>::uninit(); CAP_MAX];
+            let mut n = 0;
+            for (slot, &p) in buf.iter_mut().zip(batch.iter()) {
+                slot.write(match arena::owner_of(p) {
                     Owner::Large {
                         chunk,
                         page,
                         class: c,
                     } if c == class => (chunk, page),
                     _ => crate::diag::fatal_ptr("free with a size of another class:", p),
-                };
+                });
+                n += 1;
             }
+            // SAFETY: the first `n <= CAP_MAX` slots were written just above.
+            let runs = unsafe { bin::init_prefix(&mut buf, n) };
             bin::for_each_group(
                 runs,
                 // SAFETY: owner_of returned live page chunks.

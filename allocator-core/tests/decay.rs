@@ -50,3 +50,32 @@ fn freed_working_set_is_purged_after_the_decay_time() {
         "RSS {rss} stayed above {base_rss} + 64 MiB"
     );
 }
+
+/// A bin keeps the slabs a batch emptied (so the next batch does not make them again), and
+/// the arena's decay passes give back those no refill needed between two passes, down to
+/// one kept slab.
+#[test]
+fn kept_empty_slabs_go_back_after_an_idle_decay_pass() {
+    use hugealloc::testing::arena::{arena_index_of, owner_of};
+    use hugealloc::testing::size_class::{class_of, SLAB_OBJS};
+    let class = class_of(1024);
+    let blocks: Vec<*mut u8> = (0..1000).map(|_| alloc::malloc(1024)).collect();
+    assert!(blocks.iter().all(|p| !p.is_null()));
+    let arena = hugealloc::testing::registry::arena(arena_index_of(&owner_of(blocks[0])) as usize);
+    let slabs = || arena.snapshot().bins[class].nslabs;
+    let in_use = slabs();
+    assert!(in_use >= 1000 / SLAB_OBJS[class] as u64, "{in_use} slabs");
+    for p in blocks {
+        // SAFETY: p is live.
+        unsafe { alloc::free(p) };
+    }
+    hugealloc::testing::thread::flush_thread_cache();
+    // All of them empty now, and kept (1 MiB of 4 KiB slabs is more than these).
+    assert!(slabs() + 8 >= in_use, "{} of {in_use} kept", slabs());
+    // Two passes: the first finds none idle for a whole pass (the refills above emptied the
+    // kept list), the second gives back all but one (a pass of another test may come between:
+    // then the first already does).
+    arena.decay_now();
+    arena.decay_now();
+    assert!(slabs() <= 4, "{} slabs after two passes", slabs());
+}

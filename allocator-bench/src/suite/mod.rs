@@ -131,10 +131,37 @@ pub fn default_size(name: &str) -> u64 {
 
 /// `pairs N`: N times `malloc(--bytes)` then `free`, straight through the C library's entry
 /// points (whatever the binary's global allocator), for instruction counts per pair.
+/// `--free sized` frees with C23's `free_sized(p, bytes)` instead, `--free sdallocx` with
+/// jemalloc's `sdallocx(p, bytes, 0)` (each looked up with `dlsym`: an error where the
+/// allocator in use does not export it).
 pub fn pairs(args: &Args) -> Result<(), String> {
     let n: u64 = args.number(1_000_000)?;
     let bytes: usize = args.get("bytes", 64)?;
     let via: String = args.get("via", "c".to_string())?;
+    let how: String = args.get("free", "plain".to_string())?;
+    type Sized = unsafe extern "C" fn(*mut libc::c_void, usize, libc::c_int);
+    let sized: Option<Sized> = match how.as_str() {
+        "plain" => None,
+        "sized" | "sdallocx" => {
+            let name: &[u8] = if how == "sized" {
+                b"free_sized\0"
+            } else {
+                b"sdallocx\0"
+            };
+            // SAFETY: a NUL-terminated name looked up in the global scope.
+            let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr().cast()) };
+            if f.is_null() {
+                return Err(format!(
+                    "--free {how}: the allocator in use does not export it"
+                ));
+            }
+            // SAFETY: both have this C signature (`free_sized` takes no third argument, which
+            // the x86-64 and AArch64 calling conventions let a caller pass and the callee
+            // ignore).
+            Some(unsafe { std::mem::transmute::<*mut libc::c_void, Sized>(f) })
+        }
+        other => return Err(format!("--free {other}: plain, sized or sdallocx")),
+    };
     let start = crate::measure::Mark::now();
     let mut sum = 0usize;
     if via == "rust" {
@@ -164,12 +191,16 @@ pub fn pairs(args: &Args) -> Result<(), String> {
         return Err(format!("--via: c or rust, not {via:?}"));
     }
     for _ in 0..n {
-        // SAFETY: malloc of a non-zero size; the result is freed at once (or is null).
+        // SAFETY: malloc of a non-zero size; the result is freed at once (or is null), with
+        // the size it was allocated with.
         unsafe {
             let p = libc::malloc(std::hint::black_box(bytes));
             assert!(!p.is_null(), "out of memory");
             sum = sum.wrapping_add(p as usize & 0xff);
-            libc::free(std::hint::black_box(p));
+            match sized {
+                None => libc::free(std::hint::black_box(p)),
+                Some(f) => f(std::hint::black_box(p), bytes, 0),
+            }
         }
     }
     common::finish("pairs", n, 1, start, sum as u64, &format!("bytes={bytes}"));

@@ -38,6 +38,7 @@ use crate::size_class::*;
 use crate::slab::Slab;
 use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::thp::{self, ChunkAdvice, Thp};
+use core::mem::MaybeUninit;
 use core::ptr::{self, null_mut};
 
 pub use crate::arena_state::ArenaStats;
@@ -57,6 +58,8 @@ pub struct Arena {
     decay_ms: AtomicU64,
     /// When the last decay pass started (ms); written under `purge`.
     last_decay_ms: AtomicU64,
+    /// When the bins last gave back their idle kept empty slabs (ms; `bins_decay`).
+    bins_decay_ms: AtomicU64,
     pub nthreads: AtomicUsize,
     pub(crate) bins: [Mutex<BinState>; NSMALL],
     /// Held by the one purge pass of this arena running (rank 2b); `fork` prepare takes it, so
@@ -88,6 +91,7 @@ impl Arena {
                     thp: AtomicU8::new(policy as u8),
                     decay_ms: AtomicU64::new(DECAY_INHERIT),
                     last_decay_ms: AtomicU64::new(0),
+                    bins_decay_ms: AtomicU64::new(0),
                     nthreads: AtomicUsize::new(0),
                     bins: [BIN; NSMALL],
                     purge: Mutex::new(()),
@@ -154,6 +158,7 @@ impl Arena {
     /// dirty for at least the decay time, however recently the last pass ran. Returns the
     /// bytes purged.
     pub fn decay_now(&self) -> usize {
+        self.bins_decay(true);
         let guard = self.purge.lock();
         let now = os::now_ms();
         match decay_goal(self.decay_raw(), 0, now, true) {
@@ -192,6 +197,7 @@ impl Arena {
         {
             return;
         }
+        self.bins_decay(false);
         let Some(guard) = self.purge.try_lock() else {
             // Another pass runs: it does this work.
             return;
@@ -217,6 +223,31 @@ impl Arena {
             return;
         };
         self.purge_pass(&guard, goal, now);
+    }
+
+    /// The bins' part of decay: each bin gives back the kept empty slabs no refill took since
+    /// the last time (`BinState::decay`), when a tenth of the decay time has passed since then
+    /// (or `force`). Takes each bin lock in turn, and the arena lock under it for each slab
+    /// given back, so it runs before the purge pass (which may then purge their pages), with
+    /// no lock held; the timestamp's compare-and-swap elects one thread per tick.
+    fn bins_decay(&self, force: bool) {
+        let now = os::now_ms();
+        // Relaxed: the swap below decides; this only avoids it when not due.
+        let last = self.bins_decay_ms.load(Ordering::Relaxed);
+        if decay_goal(self.decay_raw(), last, now, force).is_none() {
+            return;
+        }
+        // Relaxed: elects one thread per tick; the bins' state is ordered by their locks.
+        if self
+            .bins_decay_ms
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        for bin in &self.bins {
+            bin.lock().decay(|s| self.slab_release(s));
+        }
     }
 
     /// Purges toward `goal` in batches (`purge`'s three phases): each batch chosen and marked
@@ -263,12 +294,16 @@ impl Arena {
     /// taking the bin lock once. Aborts on a pointer that is not an object start or is
     /// already free.
     pub(crate) fn bin_flush(&self, class: usize, ptrs: &[*mut u8]) {
-        let mut items = [(null_mut(), null_mut()); BATCH_MAX];
-        for chunk in ptrs.chunks(items.len()) {
-            for (item, &p) in items.iter_mut().zip(chunk) {
-                *item = (p, slab_of(p, class));
+        // Not zeroed first (see `tcache::flush_items`).
+        let mut buf = [MaybeUninit::<(*mut u8, *mut Slab)>::uninit(); BATCH_MAX];
+        for chunk in ptrs.chunks(buf.len()) {
+            let mut n = 0;
+            for (item, &p) in buf.iter_mut().zip(chunk) {
+                item.write((p, slab_of(p, class)));
+                n += 1;
             }
-            self.bin_flush_slabs(class, items.get(..chunk.len()).unwrap_or(&[]));
+            // SAFETY: the first `n <= BATCH_MAX` items were written just above.
+            self.bin_flush_slabs(class, unsafe { crate::bin::init_prefix(&mut buf, n) });
         }
     }
 
