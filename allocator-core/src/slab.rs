@@ -174,11 +174,19 @@ impl Slab {
         self.nfree == self.nobjs
     }
 
-    /// Invariant scan (debug and test builds, `check:full`).
+    /// Invariant scan (debug and test builds, `check:full`). Inlined to the flag test: a flush
+    /// calls it once per slab, and as a call it was 1-3% of the batch bench's time.
+    #[inline]
     pub fn check(&self) {
-        if !crate::diag::full_checks() {
-            return;
+        if crate::diag::full_checks() {
+            self.scan();
         }
+    }
+
+    /// The scan of `check`.
+    #[cold]
+    #[inline(never)]
+    fn scan(&self) {
         use crate::diag::invariant;
         invariant(
             self.free.count() == self.nfree as usize,
