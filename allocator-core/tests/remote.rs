@@ -163,3 +163,49 @@ fn a_full_remote_buffer_goes_home_while_the_thread_runs() {
     .join()
     .unwrap();
 }
+
+/// Blocks of arena `i`'s bin of class `j` its bins took back.
+fn bin_ndalloc(i: usize, j: usize) -> u64 {
+    ctl::write("epoch", CtlValue::U64(1)).unwrap();
+    match ctl::read(&format!("stats.arenas.{i}.bins.{j}.ndalloc")) {
+        Ok(CtlValue::U64(v)) => v,
+        other => panic!("bins.{j}.ndalloc: {other:?}"),
+    }
+}
+
+/// Remote frees of several classes, interleaved, go home each to its own class's bin (the
+/// drain sorts the buffer by class).
+#[test]
+fn remote_frees_of_mixed_classes_go_to_their_own_bins() {
+    const SIZES: [usize; 5] = [8, 512, 64, 16, 256];
+    const N: usize = 600;
+    std::thread::spawn(|| {
+        let owner = own_arena();
+        let classes = SIZES.map(hugealloc::testing::size_class::class_of);
+        let before = classes.map(|j| bin_ndalloc(owner, j));
+        let handed: Vec<usize> = (0..N).map(|i| malloc(SIZES[i % 5]) as usize).collect();
+        std::thread::spawn(move || {
+            own_arena();
+            let first = malloc(8);
+            for &p in &handed {
+                // SAFETY: a live block from this allocator, freed once.
+                unsafe { free(p as *mut u8) };
+            }
+            // SAFETY: as above.
+            unsafe { free(first) };
+            flush_thread_cache();
+        })
+        .join()
+        .unwrap();
+        for (k, &j) in classes.iter().enumerate() {
+            assert_eq!(
+                bin_ndalloc(owner, j) - before[k],
+                (N / 5) as u64,
+                "class of {} B",
+                SIZES[k]
+            );
+        }
+    })
+    .join()
+    .unwrap();
+}
