@@ -2,9 +2,9 @@
 //! cached large ones) go through the thread cache; the rest to the thread's arena.
 //!
 //! The fast paths are `malloc` and `free`: a TLS read, a class lookup (malloc) or a pagemap
-//! walk and the check that the pointer starts an object (free), one bounds check on the cache
-//! bin, and a pop or push, with one branch to a
-//! `*_slow` function. `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 99
+//! walk, the check that the pointer starts an object and the slab's arena compared with the
+//! thread's (free: another arena's block goes to the remote-free buffer), one bounds check on
+//! the cache bin, and a pop or push, with one branch to a `*_slow` function. `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 102
 //! instructions per C `malloc` + `free` pair preloaded (the same at each size; the C wrappers
 //! and the benchmark's loop included; jemalloc 79.5–87.7, mimalloc 54.6–131.4): see
 //! docs/benchmarks.md, issue 13.
@@ -457,8 +457,11 @@ unsafe fn cache_push(tc: *mut crate::tcache::Tcache, class: usize, p: *mut u8) -
 
 /// `free` of a block whose size and alignment the caller knows (Rust's `dealloc`): for small
 /// sizes the class comes from the size, so the pagemap walk is skipped and the push is the
-/// whole cost. The block's real class is checked when it leaves the cache (flush), as
-/// jemalloc's sized free does.
+/// whole cost when the block lies in the page chunk the thread last found to be its own
+/// arena's (`Tcache::home_chunk`: a shift and a compare). Any other block takes
+/// `free_layout_miss`, one pagemap walk, which sends a block of another arena through `free`
+/// (its remote-free buffer: the cache-scratch false sharing). The block's real class is
+/// checked when it leaves the cache (flush), as jemalloc's sized free does.
 ///
 /// # Safety
 /// As `free`, and `p` was allocated with exactly this `size` and `align` (GlobalAlloc's
@@ -475,7 +478,40 @@ pub unsafe fn free_layout(p: *mut u8, size: usize, align: usize) {
         // finds a sampled one through the pagemap. Inlined: where the size is a constant (a
         // `Box<T>`), the size tests fold away.
         if size <= max || (size <= FAST_MAX && !crate::prof::may_be_sampled(p as usize)) {
+            // SAFETY: the thread's own live cache (non-null checked first).
+            if (p as usize) >> LG_CHUNK != unsafe { (*tc).home_chunk } {
+                // SAFETY: forwarded contract; `tc` as above.
+                return unsafe { free_layout_miss(tc, p, size) };
+            }
             // SAFETY: the thread's own live cache; class_of(size) < NSMALL <= NBINS.
+            if unsafe { cache_push(tc, class_of(size), p) } {
+                return;
+            }
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free(p) }
+}
+
+/// `free_layout` of a small block outside `home_chunk`: when the pagemap says its page chunk
+/// is the thread's arena's, that chunk becomes `home_chunk` and the block is cached; else
+/// (another arena's block, or a chunk changed hands) `free` decides.
+///
+/// # Safety
+/// As `free_layout`, whose checks passed (a small size that is not a sampled block's, small
+/// alignment); `tc` is the calling thread's live cache.
+#[inline(never)]
+unsafe fn free_layout_miss(tc: *mut crate::tcache::Tcache, p: *mut u8, size: usize) {
+    let addr = p as usize;
+    let entry = PAGEMAP.get(addr);
+    if entry & TAG_MASK == TAG_PAGES {
+        let pc = (entry & !TAG_MASK) as *const crate::chunk::PageChunk;
+        // SAFETY: a TAG_PAGES entry points at its chunk's live `PageChunk`; `tc` per the
+        // contract.
+        if unsafe { (*pc).arena == (*tc).home_arena } {
+            // SAFETY: as above.
+            unsafe { (*tc).home_chunk = addr >> LG_CHUNK };
+            // SAFETY: as above; class_of(size) < NSMALL <= NBINS.
             if unsafe { cache_push(tc, class_of(size), p) } {
                 return;
             }

@@ -553,7 +553,10 @@ impl RemoteFrees {
 
     /// Empties the buffer: calls `home(arena, class, group)` once per arena and class present,
     /// where `group` holds that arena's blocks of that class with their slabs (the arena's bin
-    /// of that class flushes them under its lock: `BinState::flush`).
+    /// of that class flushes them under its lock: `BinState::flush`). The blocks are sorted by
+    /// class with a counting sort (one pass to count, one to place: O(blocks + classes), where
+    /// grouping by `for_each_group` alone cost blocks x classes present, some 70 instructions per
+    /// block in xmalloc's 17 classes), then each class's run grouped by arena (usually one).
     ///
     /// # Safety
     /// Every buffered slab is live (a slab holding an allocated block is never released, and
@@ -561,16 +564,60 @@ impl RemoteFrees {
     pub unsafe fn drain(&mut self, mut home: impl FnMut(u32, usize, &mut [(*mut u8, *mut Slab)])) {
         let n = self.count as usize;
         self.count = 0;
-        let Some(items) = self.items.get_mut(..n) else {
+        let Some(items) = self.items.get(..n) else {
             return;
         };
-        // Key: arena above, class (< 256) in the low byte.
-        for_each_group(
-            items,
+        let class_of = |s: *mut Slab| {
             // SAFETY: the contract (live slabs, fields fixed while live).
-            |&(_, s)| unsafe { (*s).arena << 8 | (*s).class },
-            |key, group| home(key >> 8, (key & 0xff) as usize, group),
-        );
+            let c = unsafe { (*s).class } as usize;
+            if c >= NSMALL {
+                diag::fatal_index(
+                    "a remote-free block of a class past the small ones",
+                    c,
+                    NSMALL,
+                );
+            }
+            c
+        };
+        // ends[c]: one past the last position of class c in `sorted` once placed.
+        let mut ends = [0u16; NSMALL];
+        for &(_, s) in items {
+            if let Some(e) = ends.get_mut(class_of(s)) {
+                *e += 1;
+            }
+        }
+        let mut total = 0;
+        for e in ends.iter_mut() {
+            total += *e;
+            *e = total;
+        }
+        // Placed from the end of each class's run backwards.
+        let mut next = ends;
+        let mut sorted = [(null_mut(), null_mut()); REMOTE_CAP];
+        for &item in items.iter().rev() {
+            if let Some(pos) = next.get_mut(class_of(item.1)) {
+                *pos -= 1;
+                if let Some(slot) = sorted.get_mut(*pos as usize) {
+                    *slot = item;
+                }
+            }
+        }
+        let mut start = 0;
+        for (class, &end) in ends.iter().enumerate() {
+            let Some(run) = sorted.get_mut(start as usize..end as usize) else {
+                break;
+            };
+            start = end;
+            if run.is_empty() {
+                continue;
+            }
+            for_each_group(
+                run,
+                // SAFETY: the contract (live slabs, fields fixed while live).
+                |&(_, s)| unsafe { (*s).arena },
+                |arena, group| home(arena, class, group),
+            );
+        }
     }
 
     /// Invariant scan (debug and test builds, `check:full`): the count is in bounds and no
@@ -593,10 +640,7 @@ impl RemoteFrees {
     }
 }
 
-const _: () = assert!(
-    crate::size_class::NSMALL <= 256,
-    "drain's key keeps the class in a byte"
-);
+const _: () = assert!(REMOTE_CAP <= u16::MAX as usize, "drain counts in u16");
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -55,7 +55,8 @@ pub static PROFILING: crate::sync::plain::AtomicBool = crate::sync::plain::Atomi
 /// `prof_countdown` before its bin, and Rust's `dealloc` reads `sized_max`; with both after the
 /// bins (1.4 KiB further) each pair touched one more line. The bins follow at offset 16, which
 /// the x86 addressing modes fold into each access (no extra instruction). `free` compares
-/// `home_arena` with the block's slab's arena, so it sits in the first line too.
+/// `home_arena` with the block's slab's arena and Rust's `dealloc` the block's chunk with
+/// `home_chunk`, so both sit in the first line too (the bins then start at offset 32).
 #[repr(C, align(64))]
 pub struct Tcache {
     /// Bytes to allocate before the next heap-profiling sample (`prof`); `u64::MAX` (never
@@ -68,6 +69,10 @@ pub struct Tcache {
     /// The index of `arena`: a small block whose slab belongs to another arena goes to
     /// `remote`, not to a bin.
     pub home_arena: u32,
+    /// The chunk number (`addr >> LG_CHUNK`) of the last page chunk a sized free found to be
+    /// `home_arena`'s (0: none; no chunk starts at address 0): `free_layout` caches a block of
+    /// that chunk without a pagemap walk, and walks it for any other block.
+    pub home_chunk: usize,
     pub bins: [TBin; NBINS],
     // ---- the rest of heap profiling's fields.
     /// The sampling generator's state (0: not seeded yet).
@@ -284,6 +289,7 @@ impl Tcache {
         self.arena = arena;
         // SAFETY: the contract.
         self.home_arena = unsafe { (*arena).index };
+        self.home_chunk = 0;
     }
 
     /// Buffers `p`, a small block of `slab`, an arena's other than this thread's, to go home

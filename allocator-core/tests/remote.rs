@@ -6,7 +6,8 @@
 use hugealloc::ctl::{self, CtlValue};
 use hugealloc::testing::alloc::{free, malloc};
 use hugealloc::testing::thread::flush_thread_cache;
-use hugealloc::{thread_set_arena, Arena, Thp};
+use hugealloc::{thread_set_arena, Arena, HugeAlloc, Thp};
+use std::alloc::{GlobalAlloc, Layout};
 use std::collections::HashSet;
 use std::sync::mpsc;
 
@@ -22,11 +23,30 @@ fn own_arena() -> usize {
     a.index()
 }
 
+/// How the freeing thread frees: C's `free`, or Rust's sized `dealloc` (`free_layout`).
+#[derive(Clone, Copy)]
+enum Free {
+    Plain,
+    Sized,
+}
+
+fn release(p: usize, how: Free) {
+    // SAFETY: a live block from this allocator of `BYTES` bytes, freed once.
+    unsafe {
+        match how {
+            Free::Plain => free(p as *mut u8),
+            Free::Sized => {
+                HugeAlloc.dealloc(p as *mut u8, Layout::from_size_align(BYTES, 8).unwrap())
+            }
+        }
+    }
+}
+
 /// The owner (in an arena of its own) allocates `HANDED` blocks and gives them to a thread
-/// of another arena, which frees them, allocates 1,000 blocks of the class (none may be one
-/// of them), frees its own, and then either flushes its cache (`flush`) or just exits. Back in
-/// the owner, the next `HANDED` allocations are the handed blocks again.
-fn handed_blocks_go_home(flush: bool) {
+/// of another arena, which frees them (`how`), allocates 1,000 blocks of the class (none may be
+/// one of them), frees its own, and then either flushes its cache (`flush`) or just exits.
+/// Back in the owner, the next `HANDED` allocations are the handed blocks again.
+fn handed_blocks_go_home(flush: bool, how: Free) {
     own_arena();
     let handed: Vec<usize> = (0..HANDED).map(|_| malloc(BYTES) as usize).collect();
     assert!(handed.iter().all(|&p| p != 0));
@@ -37,9 +57,11 @@ fn handed_blocks_go_home(flush: bool) {
         // The thread's cache exists from its first allocation on (before it, frees go
         // straight to the arenas).
         let first = malloc(BYTES);
+        // A sized free of one of its own blocks first: the thread's `home_chunk` is its own
+        // arena's chunk, so a handed block is a miss the pagemap resolves.
+        release(malloc(BYTES) as usize, how);
         for &p in &handed {
-            // SAFETY: a live block from this allocator, freed once.
-            unsafe { free(p as *mut u8) };
+            release(p, how);
         }
         let mut mine: Vec<usize> = (0..1000).map(|_| malloc(BYTES) as usize).collect();
         mine.push(first as usize);
@@ -69,14 +91,21 @@ fn handed_blocks_go_home(flush: bool) {
 
 #[test]
 fn remote_frees_go_home_on_flush() {
-    std::thread::spawn(|| handed_blocks_go_home(true))
+    std::thread::spawn(|| handed_blocks_go_home(true, Free::Plain))
         .join()
         .unwrap();
 }
 
 #[test]
 fn remote_frees_go_home_at_thread_exit() {
-    std::thread::spawn(|| handed_blocks_go_home(false))
+    std::thread::spawn(|| handed_blocks_go_home(false, Free::Plain))
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn sized_remote_frees_go_home() {
+    std::thread::spawn(|| handed_blocks_go_home(true, Free::Sized))
         .join()
         .unwrap();
 }
@@ -130,6 +159,52 @@ fn a_full_remote_buffer_goes_home_while_the_thread_runs() {
         freeing.join().unwrap();
         // The rest went home at thread exit.
         assert_eq!(small_ndalloc(owner) - before, N as u64);
+    })
+    .join()
+    .unwrap();
+}
+
+/// Blocks of arena `i`'s bin of class `j` its bins took back.
+fn bin_ndalloc(i: usize, j: usize) -> u64 {
+    ctl::write("epoch", CtlValue::U64(1)).unwrap();
+    match ctl::read(&format!("stats.arenas.{i}.bins.{j}.ndalloc")) {
+        Ok(CtlValue::U64(v)) => v,
+        other => panic!("bins.{j}.ndalloc: {other:?}"),
+    }
+}
+
+/// Remote frees of several classes, interleaved, go home each to its own class's bin (the
+/// drain sorts the buffer by class).
+#[test]
+fn remote_frees_of_mixed_classes_go_to_their_own_bins() {
+    const SIZES: [usize; 5] = [8, 512, 64, 16, 256];
+    const N: usize = 600;
+    std::thread::spawn(|| {
+        let owner = own_arena();
+        let classes = SIZES.map(hugealloc::testing::size_class::class_of);
+        let before = classes.map(|j| bin_ndalloc(owner, j));
+        let handed: Vec<usize> = (0..N).map(|i| malloc(SIZES[i % 5]) as usize).collect();
+        std::thread::spawn(move || {
+            own_arena();
+            let first = malloc(8);
+            for &p in &handed {
+                // SAFETY: a live block from this allocator, freed once.
+                unsafe { free(p as *mut u8) };
+            }
+            // SAFETY: as above.
+            unsafe { free(first) };
+            flush_thread_cache();
+        })
+        .join()
+        .unwrap();
+        for (k, &j) in classes.iter().enumerate() {
+            assert_eq!(
+                bin_ndalloc(owner, j) - before[k],
+                (N / 5) as u64,
+                "class of {} B",
+                SIZES[k]
+            );
+        }
     })
     .join()
     .unwrap();
