@@ -110,13 +110,18 @@ fn sized_remote_frees_go_home() {
         .unwrap();
 }
 
+/// A counter of the statistics, read after a new epoch.
+fn stat(name: &str) -> u64 {
+    ctl::write("epoch", CtlValue::U64(1)).unwrap();
+    match ctl::read(name) {
+        Ok(CtlValue::U64(v)) => v,
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
 /// Small blocks the bins of arena `i` took back (`stats.arenas.<i>.small.ndalloc`).
 fn small_ndalloc(i: usize) -> u64 {
-    ctl::write("epoch", CtlValue::U64(1)).unwrap();
-    match ctl::read(&format!("stats.arenas.{i}.small.ndalloc")) {
-        Ok(CtlValue::U64(v)) => v,
-        other => panic!("small.ndalloc: {other:?}"),
-    }
+    stat(&format!("stats.arenas.{i}.small.ndalloc"))
 }
 
 /// A thread that frees more remote blocks than its buffer holds (128) sends them home in
@@ -166,11 +171,7 @@ fn a_full_remote_buffer_goes_home_while_the_thread_runs() {
 
 /// Blocks of arena `i`'s bin of class `j` its bins took back.
 fn bin_ndalloc(i: usize, j: usize) -> u64 {
-    ctl::write("epoch", CtlValue::U64(1)).unwrap();
-    match ctl::read(&format!("stats.arenas.{i}.bins.{j}.ndalloc")) {
-        Ok(CtlValue::U64(v)) => v,
-        other => panic!("bins.{j}.ndalloc: {other:?}"),
-    }
+    stat(&format!("stats.arenas.{i}.bins.{j}.ndalloc"))
 }
 
 /// Remote frees of several classes, interleaved, go home each to its own class's bin (the
