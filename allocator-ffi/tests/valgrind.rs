@@ -49,6 +49,12 @@ fn c_programs_under_memcheck() {
                 "--error-exitcode=99",
                 "--soname-synonyms=somalloc=nouserintercepts",
                 "--child-silent-after-fork=no",
+                // valgrind runs one thread at a time; with its default scheduling a thread
+                // can be left waiting for the big lock while others run on: fork.c's `fork`
+                // (whose prepare handler takes every arena lock while 4 threads churn) once
+                // took 9 minutes of the 15 allowed in CI, 12-22 s when run alone. Fair
+                // scheduling hands the lock round in order.
+                "--fair-sched=yes",
             ])
             .arg(&exe)
             // memcheck runs ~20x slower: stretch fork.c's deadlock alarms to match.
