@@ -106,6 +106,8 @@ macro_rules! arena_figures {
             count huge_nfree as huge_ndalloc "huge.ndalloc" U64 Large sum, "huge blocks freed";
             count huge_extended "huge.extended" U64 Large sum,
                 "huge blocks placed on a dirty free run extended by the clean chunks after it";
+            count growth_purged as huge_growth_purged "huge.growth_purged" U64 Large sum,
+                "bytes of dirty free chunks purged as a huge block took clean ones (dirty_growth_pct)";
             count advised_huge_bytes as thp_huge_advised "thp.huge_advised" Size Thp sum,
                 "bytes of chunks advised MADV_HUGEPAGE (hg in smaps), counted at each advice";
             count advised_nohuge_bytes as thp_nohuge_advised "thp.nohuge_advised" Size Thp sum,
