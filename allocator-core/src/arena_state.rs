@@ -43,6 +43,9 @@ pub struct ArenaInner {
     /// The page source new chunks come from (`hugetlb_extent`): ordinary memory or a hugetlb
     /// pool. Changed only while the arena holds no chunk.
     pub(crate) hugetlb: Hugetlb,
+    /// The most active bytes (huge blocks, slabs and page runs) seen at a huge allocation:
+    /// the growth rule (`purge::growth_limit`) bounds the footprint against it.
+    pub(crate) active_max: usize,
     pub stats: ArenaStats,
 }
 
@@ -64,6 +67,7 @@ impl ArenaInner {
             slab_descs_from_base: 0,
             empty_chunks: 0,
             hugetlb: Hugetlb::Off,
+            active_max: 0,
             stats: ArenaStats::default(),
         }
     }

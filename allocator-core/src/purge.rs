@@ -1,6 +1,8 @@
 //! Purging of one arena: decay (free memory dirty for `dirty_decay_ms` goes back with
 //! `MADV_DONTNEED`, or `MADV_FREE` first for `muzzy_decay_ms`), the `dirty_max` byte limit
-//! (checked by each decay pass, and by a huge free at once: `dirty_max_goal`),
+//! (checked by each decay pass, and by a huge free at once: `dirty_max_goal`), the growth
+//! rule (`dirty_growth_pct`: a huge allocation that takes clean or fresh chunks first purges
+//! whole dirty extents past that share over the arena's peak active bytes, `growth_limit`),
 //! subrelease (purging the free pages of a huge-backed page chunk, which splits its huge page:
 //! a last resort under `dirty_max`) and re-collapse of split chunks (`thp_collapse`). Whole
 //! free extents go first, since purging them splits nothing. Also the process-wide decay
@@ -99,8 +101,9 @@ pub fn set_purge_globals(dirty_max: usize, collapse: bool) {
 }
 
 /// `dirty_growth_pct`: when a huge block needs chunks no dirty run provides, an arena whose
-/// dirty free extents exceed this percentage of its active bytes purges down to it (0: off).
-static DIRTY_GROWTH_PCT: crate::sync::plain::AtomicUsize = crate::sync::plain::AtomicUsize::new(15);
+/// active plus dirty bytes would pass this percentage over the most active bytes it has had
+/// purges dirty free extents until they do not (0: off).
+static DIRTY_GROWTH_PCT: crate::sync::plain::AtomicUsize = crate::sync::plain::AtomicUsize::new(10);
 
 /// Sets `dirty_growth_pct` (0 turns the growth rule off).
 pub fn set_dirty_growth_pct(pct: usize) {
@@ -108,13 +111,18 @@ pub fn set_dirty_growth_pct(pct: usize) {
     DIRTY_GROWTH_PCT.store(pct, Ordering::Relaxed);
 }
 
-/// The growth rule's limit for an arena with `active` bytes in use: the dirty extent bytes it
-/// may keep when a huge allocation takes clean or fresh chunks; `None` when the rule is off.
-pub(crate) fn growth_limit(active: usize) -> Option<usize> {
+/// The growth rule's limit for an arena with `active` bytes in use whose most active bytes
+/// so far are `active_max`: the dirty extent bytes it may keep when a huge allocation takes
+/// clean or fresh chunks, so that active + dirty stays within `dirty_growth_pct` over
+/// `active_max`; `None` when the rule is off.
+pub(crate) fn growth_limit(active: usize, active_max: usize) -> Option<usize> {
     // Relaxed: see set_dirty_growth_pct.
     match DIRTY_GROWTH_PCT.load(Ordering::Relaxed) {
         0 => None,
-        pct => Some((active / 100).saturating_mul(pct)),
+        pct => {
+            let bound = (active_max / 100).saturating_mul(pct.saturating_add(100));
+            Some(bound.saturating_sub(active))
+        }
     }
 }
 
@@ -212,8 +220,9 @@ pub(crate) enum PurgeGoal {
     },
     /// Every dirty (or muzzy) free extent, with `MADV_DONTNEED` (`arena.<i>.purge`).
     AllExtents,
-    /// The growth rule (`dirty_growth_pct`): whole dirty free extents, smallest first, until
-    /// the arena's dirty extent bytes are at most `limit`; never pages of page chunks.
+    /// The growth rule (`dirty_growth_pct`, `growth_limit`): whole dirty free extents,
+    /// smallest first, until the arena's dirty extent bytes are at most `limit`; never pages
+    /// of page chunks.
     Growth { limit: usize },
 }
 

@@ -252,18 +252,18 @@ fn dirty_max_holds_right_after_a_huge_free() {
 /// The growth rule (`dirty_growth_pct`), on `malloc-large`'s pattern (slots whose blocks of
 /// 3 to 13 chunks are freed and replaced at random, never written: only the accounting is
 /// tested): dirty fragments no request fits stay behind while fresh chunks come in, and each
-/// time a huge allocation takes clean or fresh chunks the arena purges its dirty free chunks
-/// down to 15% of its active bytes. Memory only comes in at such a growth, and reuse keeps
-/// active + dirty constant, so active + dirty never passes 1.15x the largest active size seen.
-/// With the rule off (`dirty_growth_pct:0`, tried on purpose) the check failed at
-/// iteration 6 (active 78 MiB + dirty 16 MiB: 1.21x the largest active size).
+/// time a huge allocation takes clean or fresh chunks the arena purges dirty free chunks
+/// until its active + dirty bytes are within 10% over the most active bytes it has had.
+/// Memory only comes in at such a growth, and reuse keeps active + dirty constant, so that
+/// bound holds after every allocation. With the rule off (`dirty_growth_pct:0`, tried on
+/// purpose) the check failed at iteration 6 (active 78 MiB + dirty 16 MiB: 1.21x).
 #[test]
-fn growth_purges_keep_dirty_within_a_share_of_active() {
+fn growth_purges_keep_the_footprint_near_the_peak_active_size() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _ = hugealloc::stats();
     hugealloc::testing::arena::set_decay_ms(10_000);
     hugealloc::testing::arena::set_purge_globals(0, false);
-    hugealloc::testing::arena::set_dirty_growth_pct(15);
+    hugealloc::testing::arena::set_dirty_growth_pct(10);
     let arena = hugealloc::Arena::new(hugealloc::Thp::Never).expect("arena");
     let snap = || {
         hugealloc::testing::registry::arena(arena.index())
@@ -297,8 +297,8 @@ fn growth_purges_keep_dirty_within_a_share_of_active() {
         max_active = max_active.max(s.huge_active);
         let held = s.huge_active + s.dirty_extent_bytes;
         assert!(
-            held * 100 <= max_active * 115,
-            "iteration {i}: active {} + dirty {} bytes, over 1.15x the largest active {max_active}",
+            held * 100 <= max_active * 110,
+            "iteration {i}: active {} + dirty {} bytes, over 1.10x the largest active {max_active}",
             s.huge_active,
             s.dirty_extent_bytes
         );
@@ -323,7 +323,7 @@ fn growth_rule_keeps_a_buffer_freed_and_taken_again_whole() {
     let _ = hugealloc::stats();
     hugealloc::testing::arena::set_decay_ms(10_000);
     hugealloc::testing::arena::set_purge_globals(0, false);
-    hugealloc::testing::arena::set_dirty_growth_pct(15);
+    hugealloc::testing::arena::set_dirty_growth_pct(10);
     let arena = hugealloc::Arena::new(hugealloc::Thp::Never).expect("arena");
     let snap = || {
         hugealloc::testing::registry::arena(arena.index())

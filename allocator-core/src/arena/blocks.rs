@@ -129,9 +129,11 @@ impl Arena {
         s.huge_nmalloc += 1;
         s.huge_allocated += class_size(class) as u64;
         s.huge_active += (n * CHUNK) as u64;
+        let active = s.huge_active as usize + s.active_pages as usize * os::PAGE;
+        let dirty = s.dirty_extent_bytes as usize;
+        inner.active_max = inner.active_max.max(active);
         let growth = if grew {
-            let active = s.huge_active as usize + s.active_pages as usize * os::PAGE;
-            growth_limit(active).filter(|&limit| s.dirty_extent_bytes as usize > limit)
+            growth_limit(active, inner.active_max).filter(|&limit| dirty > limit)
         } else {
             None
         };

@@ -228,10 +228,11 @@ impl Arena {
     }
 
     /// The growth rule (`dirty_growth_pct`): a huge allocation took clean or fresh chunks
-    /// while this arena's dirty free extents exceeded `limit` (that share of its active
-    /// bytes), so it purges whole dirty extents, the smallest first, down to `limit`. Memory
-    /// a program frees and takes back whole (active bytes 0 between rounds) is never purged
-    /// by this: its allocation is served dirty. Skipped while another pass of this arena runs.
+    /// while this arena's active plus dirty bytes were past that percentage over its peak
+    /// active bytes, so it purges whole dirty extents, the smallest first, down to `limit`
+    /// dirty bytes. Memory a program frees and takes back whole (active bytes 0 between
+    /// rounds) is never purged by this: its allocation is served dirty. Skipped while another
+    /// pass of this arena runs.
     fn purge_for_growth(&self, limit: usize) {
         let Some(guard) = self.purge.try_lock() else {
             return;
