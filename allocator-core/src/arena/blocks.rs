@@ -110,8 +110,8 @@ impl Arena {
         // Served whole from dirty (or muzzy) runs: the take removed n chunks of them. Anything
         // less means clean or fresh chunks are about to be faulted in: the arena grows (the
         // growth rule, `dirty_growth_pct`; not in a hugetlb arena, whose chunks are a pool's).
-        let reused =
-            reusable_before - (inner.stats.dirty_extent_bytes + inner.stats.muzzy_extent_bytes);
+        let reused = reusable_before
+            .saturating_sub(inner.stats.dirty_extent_bytes + inner.stats.muzzy_extent_bytes);
         let grew = reused < (n * CHUNK) as u64 && inner.hugetlb.page_size().is_none();
         // SAFETY: e is an extent this arena just took off its free lists.
         let addr = unsafe {
