@@ -43,6 +43,9 @@ pub struct ArenaInner {
     /// The page source new chunks come from (`hugetlb_extent`): ordinary memory or a hugetlb
     /// pool. Changed only while the arena holds no chunk.
     pub(crate) hugetlb: Hugetlb,
+    /// The most active bytes (huge blocks, slabs and page runs) seen at a huge allocation:
+    /// the growth rule (`purge::growth_limit`) bounds the footprint against it.
+    pub(crate) active_max: usize,
     pub stats: ArenaStats,
 }
 
@@ -64,6 +67,7 @@ impl ArenaInner {
             slab_descs_from_base: 0,
             empty_chunks: 0,
             hugetlb: Hugetlb::Off,
+            active_max: 0,
             stats: ArenaStats::default(),
         }
     }
@@ -106,6 +110,8 @@ macro_rules! arena_figures {
             count huge_nfree as huge_ndalloc "huge.ndalloc" U64 Large sum, "huge blocks freed";
             count huge_extended "huge.extended" U64 Large sum,
                 "huge blocks placed on a dirty free run extended by the clean chunks after it";
+            count growth_purged as huge_growth_purged "huge.growth_purged" U64 Large sum,
+                "bytes of dirty free chunks purged as a huge block took clean ones (dirty_growth_pct)";
             count advised_huge_bytes as thp_huge_advised "thp.huge_advised" Size Thp sum,
                 "bytes of chunks advised MADV_HUGEPAGE (hg in smaps), counted at each advice";
             count advised_nohuge_bytes as thp_nohuge_advised "thp.nohuge_advised" Size Thp sum,

@@ -147,6 +147,7 @@ fn global_init() {
     crate::arena::set_thp_globals(mode, opts.thp_threshold);
     crate::arena::set_decay_ms(opts.dirty_decay_ms);
     crate::arena::set_purge_globals(opts.dirty_max, opts.thp_collapse);
+    crate::arena::set_dirty_growth_pct(opts.dirty_growth_pct);
     crate::arena::set_muzzy_decay_ms(opts.muzzy_decay_ms);
     crate::collapse::set_rate(opts.thp_defer_rate);
     let meta = crate::thp::advice_for(opts.metadata_thp, mode, 0, usize::MAX);

@@ -1,6 +1,8 @@
 //! Purging of one arena: decay (free memory dirty for `dirty_decay_ms` goes back with
 //! `MADV_DONTNEED`, or `MADV_FREE` first for `muzzy_decay_ms`), the `dirty_max` byte limit
-//! (checked by each decay pass, and by a huge free at once: `dirty_max_goal`),
+//! (checked by each decay pass, and by a huge free at once: `dirty_max_goal`), the growth
+//! rule (`dirty_growth_pct`: a huge allocation that takes clean or fresh chunks first purges
+//! whole dirty extents past that share over the arena's peak active bytes, `growth_limit`),
 //! subrelease (purging the free pages of a huge-backed page chunk, which splits its huge page:
 //! a last resort under `dirty_max`) and re-collapse of split chunks (`thp_collapse`). Whole
 //! free extents go first, since purging them splits nothing. Also the process-wide decay
@@ -98,6 +100,32 @@ pub fn set_purge_globals(dirty_max: usize, collapse: bool) {
     THP_COLLAPSE.store(collapse, Ordering::Relaxed);
 }
 
+/// `dirty_growth_pct`: when a huge block needs chunks no dirty run provides, an arena whose
+/// active plus dirty bytes would pass this percentage over the most active bytes it has had
+/// purges dirty free extents until they do not (0: off).
+static DIRTY_GROWTH_PCT: crate::sync::plain::AtomicUsize = crate::sync::plain::AtomicUsize::new(10);
+
+/// Sets `dirty_growth_pct` (0 turns the growth rule off).
+pub fn set_dirty_growth_pct(pct: usize) {
+    // Relaxed: a tuning value, read when a huge allocation grows the arena.
+    DIRTY_GROWTH_PCT.store(pct, Ordering::Relaxed);
+}
+
+/// The growth rule's limit for an arena with `active` bytes in use whose most active bytes
+/// so far are `active_max`: the dirty extent bytes it may keep when a huge allocation takes
+/// clean or fresh chunks, so that active + dirty stays within `dirty_growth_pct` over
+/// `active_max`; `None` when the rule is off.
+pub(crate) fn growth_limit(active: usize, active_max: usize) -> Option<usize> {
+    // Relaxed: see set_dirty_growth_pct.
+    match DIRTY_GROWTH_PCT.load(Ordering::Relaxed) {
+        0 => None,
+        pct => {
+            let bound = (active_max / 100).saturating_mul(pct.saturating_add(100));
+            Some(bound.saturating_sub(active))
+        }
+    }
+}
+
 /// Runs chosen per lock round trip (a batch lives on the purger's stack: 32 runs of 24 bytes).
 pub(crate) const PURGE_BATCH: usize = 32;
 
@@ -192,6 +220,10 @@ pub(crate) enum PurgeGoal {
     },
     /// Every dirty (or muzzy) free extent, with `MADV_DONTNEED` (`arena.<i>.purge`).
     AllExtents,
+    /// The growth rule (`dirty_growth_pct`, `growth_limit`): whole dirty free extents,
+    /// smallest first, until the arena's dirty extent bytes are at most `limit`; never pages
+    /// of page chunks.
+    Growth { limit: usize },
 }
 
 /// The decay pass due at `now_ms` for an arena whose decay time is `decay_ms` (as stored) and
@@ -310,6 +342,12 @@ impl ArenaInner {
                     }
                 }
             }
+            PurgeGoal::Growth { limit } => {
+                let dirty = self.stats.dirty_extent_bytes as usize;
+                if dirty > limit {
+                    self.choose_extents_smallest(dirty - limit, batch);
+                }
+            }
             PurgeGoal::Decay {
                 now_ms,
                 decay_ms,
@@ -367,7 +405,25 @@ impl ArenaInner {
         if dirty <= limit {
             return;
         }
-        let mut need = dirty - limit;
+        let Some(mut need) = self.choose_extents_smallest(dirty - limit, batch) else {
+            return;
+        };
+        if need > 0 {
+            need = need
+                .saturating_sub(self.choose_page_chunks(need, batch, |pc| !Self::huge_backed(pc)));
+        }
+        if need > 0 {
+            self.choose_page_chunks(need, batch, |_| true);
+        }
+    }
+
+    /// Chooses whole dirty free extents, the smallest buckets first, until `need` bytes are
+    /// chosen; returns the bytes still needed, or `None` when the batch filled up first.
+    fn choose_extents_smallest(
+        &mut self,
+        mut need: usize,
+        batch: &mut PurgeBatch,
+    ) -> Option<usize> {
         for b in 0..NFREE_BUCKETS {
             while need > 0 {
                 let e = self.free_dirty.get(b).copied().unwrap_or(ptr::null_mut());
@@ -377,18 +433,12 @@ impl ArenaInner {
                 // SAFETY: filed extents are live.
                 let len = unsafe { (*e).nchunks } * CHUNK;
                 if !self.choose_extent(e, false, batch) {
-                    return;
+                    return None;
                 }
                 need = need.saturating_sub(len);
             }
         }
-        if need > 0 {
-            need = need
-                .saturating_sub(self.choose_page_chunks(need, batch, |pc| !Self::huge_backed(pc)));
-        }
-        if need > 0 {
-            self.choose_page_chunks(need, batch, |_| true);
-        }
+        Some(need)
     }
 
     /// Marks free extent `e` (filed) busy and adds it to `batch`; false when the batch is full

@@ -26,8 +26,8 @@ pub mod alloc {
 #[cfg(not(loom))]
 pub mod arena {
     pub use crate::arena::{
-        arena_index_of, owner_of, set_decay_ms, set_muzzy_decay_ms, set_purge_globals, ArenaStats,
-        Owner,
+        arena_index_of, owner_of, set_decay_ms, set_dirty_growth_pct, set_muzzy_decay_ms,
+        set_purge_globals, ArenaStats, Owner,
     };
 }
 

@@ -103,9 +103,16 @@ impl Arena {
         let n = huge_chunks(class);
         let align_chunks = (align >> LG_CHUNK).max(1);
         let mut inner = self.inner.lock();
+        let reusable_before = inner.stats.dirty_extent_bytes + inner.stats.muzzy_extent_bytes;
         let Some((e, was_dirty)) = inner.extent_take(n, align_chunks) else {
             return null_mut();
         };
+        // Served whole from dirty (or muzzy) runs: the take removed n chunks of them. Anything
+        // less means clean or fresh chunks are about to be faulted in: the arena grows (the
+        // growth rule, `dirty_growth_pct`; not in a hugetlb arena, whose chunks are a pool's).
+        let reused = reusable_before
+            .saturating_sub(inner.stats.dirty_extent_bytes + inner.stats.muzzy_extent_bytes);
+        let grew = reused < (n * CHUNK) as u64 && inner.hugetlb.page_size().is_none();
         // SAFETY: e is an extent this arena just took off its free lists.
         let addr = unsafe {
             let er = &mut *e;
@@ -122,7 +129,18 @@ impl Arena {
         s.huge_nmalloc += 1;
         s.huge_allocated += class_size(class) as u64;
         s.huge_active += (n * CHUNK) as u64;
+        let active = s.huge_active as usize + s.active_pages as usize * os::PAGE;
+        let dirty = s.dirty_extent_bytes as usize;
+        inner.active_max = inner.active_max.max(active);
+        let growth = if grew {
+            growth_limit(active, inner.active_max).filter(|&limit| dirty > limit)
+        } else {
+            None
+        };
         drop(inner);
+        if let Some(limit) = growth {
+            self.purge_for_growth(limit);
+        }
         self.maybe_decay();
         if zero && was_dirty {
             // SAFETY: the block is ours and at least `size` bytes.

@@ -31,8 +31,8 @@ use crate::hugetlb::Backing;
 use crate::os;
 use crate::pagemap::{PAGEMAP, TAG_EXTENT, TAG_MASK};
 use crate::purge::{
-    decay_decode, decay_encode, decay_goal, decay_resolve, dirty_max_goal, purge_advise,
-    PurgeBatch, PurgeGoal, DECAY_INHERIT, PASS_BATCHES_MAX,
+    decay_decode, decay_encode, decay_goal, decay_resolve, dirty_max_goal, growth_limit,
+    purge_advise, PurgeBatch, PurgeGoal, DECAY_INHERIT, PASS_BATCHES_MAX,
 };
 use crate::size_class::*;
 use crate::slab::Slab;
@@ -45,7 +45,9 @@ pub use crate::arena_state::ArenaStats;
 pub use crate::bin::{BinState, BinStats};
 pub use crate::extent::{set_thp_globals, system_mode, thp_threshold};
 pub use crate::owner::{arena_index_of, class_of_ptr, huge_backed_bytes, owner_of, slab_of, Owner};
-pub use crate::purge::{decay_ms, set_decay_ms, set_muzzy_decay_ms, set_purge_globals};
+pub use crate::purge::{
+    decay_ms, set_decay_ms, set_dirty_growth_pct, set_muzzy_decay_ms, set_purge_globals,
+};
 
 /// The most pointers one batch between a thread cache and a bin holds (the thread cache's
 /// largest bin; `bin_flush` works through a stack buffer of this many).
@@ -223,6 +225,21 @@ impl Arena {
             return;
         };
         self.purge_pass(&guard, goal, now);
+    }
+
+    /// The growth rule (`dirty_growth_pct`): a huge allocation took clean or fresh chunks
+    /// while this arena's active plus dirty bytes were past that percentage over its peak
+    /// active bytes, so it purges whole dirty extents, the smallest first, down to `limit`
+    /// dirty bytes. Memory a program frees and takes back whole (active bytes 0 between
+    /// rounds) is never purged by this: its allocation is served dirty. Skipped while another
+    /// pass of this arena runs.
+    fn purge_for_growth(&self, limit: usize) {
+        let Some(guard) = self.purge.try_lock() else {
+            return;
+        };
+        let now = os::now_ms();
+        let purged = self.purge_pass(&guard, PurgeGoal::Growth { limit }, now);
+        self.inner.lock().stats.growth_purged += purged as u64;
     }
 
     /// The bins' part of decay: each bin gives back the kept empty slabs no refill took since

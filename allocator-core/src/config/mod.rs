@@ -206,6 +206,8 @@ options! {
         "How long purged pages stay lazily freed (`MADV_FREE`); 0 skips that stage.";
     dirty_max "dirty_max": Size { max: SIZE_LIMIT } = 0,
         "The most dirty bytes an arena retains, whatever the decay time; 0 = no limit.";
+    dirty_growth_pct "dirty_growth_pct": Count { max: 10_000 } = 10,
+        "When a huge block needs clean or fresh chunks, purge dirty chunks past this % over the arena's peak active bytes; 0 = off.";
     thp_collapse "thp_collapse": Bool = false,
         "Re-collapse a refilled, partly purged chunk with `MADV_COLLAPSE` (Linux 6.1+).";
     thp_defer_rate "thp_defer_rate": Size { max: SIZE_LIMIT } = 512 << 20,

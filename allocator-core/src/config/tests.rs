@@ -880,6 +880,7 @@ fn confirm_conf_prints_sources_and_options() {
         hugealloc: opt.dirty_decay_ms: 10000\n\
         hugealloc: opt.muzzy_decay_ms: 0\n\
         hugealloc: opt.dirty_max: 0\n\
+        hugealloc: opt.dirty_growth_pct: 10\n\
         hugealloc: opt.thp_collapse: false\n\
         hugealloc: opt.thp_defer_rate: 512MiB\n\
         hugealloc: opt.background_thread: false\n\
@@ -913,7 +914,7 @@ fn write_options_of_the_defaults() {
         written(&Options::DEFAULT).join(","),
         "narenas:0,tcache:true,tcache_max:32KiB,thp:madvise,thp_threshold:4MiB,\
          metadata_thp:default,dirty_decay_ms:10000,muzzy_decay_ms:0,dirty_max:0,\
-         thp_collapse:false,thp_defer_rate:512MiB,background_thread:false,stats_print:false,stats_print_opts:,\
+         dirty_growth_pct:10,thp_collapse:false,thp_defer_rate:512MiB,background_thread:false,stats_print:false,stats_print_opts:,\
          abort_conf:false,confirm_conf:false,junk:false,zero:false,check:cheap,\
          hugetlb:off,hugetlb_reserve:0,\
          prof:false,prof_active:true,lg_prof_sample:19,prof_prefix:hugealloc,prof_final:false,\
