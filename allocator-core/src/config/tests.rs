@@ -283,6 +283,18 @@ fn size_suffixes() {
 }
 
 #[test]
+fn dirty_growth_pct_is_a_percentage_up_to_10000() {
+    assert_eq!(Options::DEFAULT.dirty_growth_pct, 10);
+    assert_eq!(good("dirty_growth_pct:0").dirty_growth_pct, 0);
+    assert_eq!(good("dirty_growth_pct:25").dirty_growth_pct, 25);
+    assert_eq!(good("dirty_growth_pct:10000").dirty_growth_pct, 10_000);
+    // One warning each, naming the pair; the default stays.
+    assert_eq!(bad("dirty_growth_pct:10001"), Problem::OutOfRange);
+    assert_eq!(bad("dirty_growth_pct:-1"), Problem::InvalidValue);
+    assert_eq!(bad("dirty_growth_pct:10%"), Problem::InvalidValue);
+}
+
+#[test]
 fn tcache_max_range() {
     assert_eq!(good("tcache_max:0").tcache_max, 0);
     assert_eq!(good("tcache_max:1792KiB").tcache_max, 1792 << 10);
