@@ -128,14 +128,22 @@ fn kept_empty_slabs_move_to_a_class_of_the_same_page_count() {
     let active = counter("pactive");
     let moved = counter("small.slabs_moved");
     let h = alloc_n(512, 32 * SLAB_OBJS[half] as usize);
-    assert_eq!(counter("small.slabs_moved"), moved + 32, "512 B slabs not taken from 1 KiB");
+    assert_eq!(
+        counter("small.slabs_moved"),
+        moved + 32,
+        "512 B slabs not taken from 1 KiB"
+    );
     assert_eq!(counter("pactive"), active, "fresh pages taken");
     assert!(
         h.iter().all(|&p| pages.contains(&page(p))),
         "a 512 B block outside the pages 1 KiB emptied"
     );
     let o = alloc_n(160, 1);
-    assert_eq!(counter("small.slabs_moved"), moved + 32, "a two-page slab took a one-page one");
+    assert_eq!(
+        counter("small.slabs_moved"),
+        moved + 32,
+        "a two-page slab took a one-page one"
+    );
     assert!(!pages.contains(&page(o[0])));
     for p in h.into_iter().chain(o) {
         // SAFETY: p is live.
