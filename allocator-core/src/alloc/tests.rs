@@ -215,7 +215,7 @@ fn large_sizes_rows_are_the_large_classes() {
             .collect();
         sizes.extend([0, 1, 8, SMALL_MAX, usize::MAX, 1 << 40]);
         for size in sizes {
-            let want = large && size >= 1 && size <= MAX_SIZE && class_of(size) == byte;
+            let want = large && (1..=MAX_SIZE).contains(&size) && class_of(size) == byte;
             assert_eq!(in_row(size, byte), want, "byte {byte} size {size}");
         }
     }
