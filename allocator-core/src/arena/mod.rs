@@ -63,9 +63,11 @@ pub struct Arena {
     bins_decay_ms: AtomicU64,
     pub nthreads: AtomicUsize,
     /// Bit `c` set: bin `c` keeps an empty slab (`BinState::has_kept`). Written only under
-    /// bin `c`'s lock (`kept_note`), so the bit is exact while nobody holds that lock; read
-    /// without it as a hint by `slab_borrow`, which then try-locks the bin.
-    kept: AtomicU64,
+    /// bin `c`'s lock and only when that changes (`kept_note`), so the bit is exact while
+    /// nobody holds that lock; read without it as a hint by `slab_borrow`, which then
+    /// try-locks the bin. A cache line of its own: the bins' locks and the arena's other
+    /// fields are not next to it.
+    kept: KeptBins,
     pub(crate) bins: [Mutex<BinState>; NSMALL],
     /// Held by the one purge pass of this arena running (rank 2b); `fork` prepare takes it, so
     /// no run is left busy in a child.
@@ -98,7 +100,7 @@ impl Arena {
                     last_decay_ms: AtomicU64::new(0),
                     bins_decay_ms: AtomicU64::new(0),
                     nthreads: AtomicUsize::new(0),
-                    kept: AtomicU64::new(0),
+                    kept: KeptBins(AtomicU64::new(0)),
                     bins: [BIN; NSMALL],
                     purge: Mutex::new(()),
                     inner: Mutex::new(ArenaInner::new(index)),
@@ -254,7 +256,7 @@ impl Arena {
         for (class, bin) in self.bins.iter().enumerate() {
             let mut b = bin.lock();
             b.decay(|s| self.slab_release(s));
-            self.kept_note(class, &b);
+            self.kept_note(class, &mut b);
         }
     }
 
@@ -293,7 +295,7 @@ impl Arena {
                 self.slab_new(class)
             })
         };
-        self.kept_note(class, &bin);
+        self.kept_note(class, &mut bin);
         drop(bin);
         if grew {
             self.maybe_decay();
@@ -331,7 +333,7 @@ impl Arena {
                 self.slab_release(s)
             })
         };
-        self.kept_note(class, &bin);
+        self.kept_note(class, &mut bin);
         drop(bin);
         if let Err((p, what)) = r {
             diag::fatal_ptr(what, p);
@@ -342,21 +344,18 @@ impl Arena {
     }
 
     /// Keeps bin `class`'s bit of `kept` equal to whether it keeps an empty slab. Called
-    /// with that bin's lock held (`bin`), after each operation that may change it: one load
-    /// when nothing changed.
-    fn kept_note(&self, class: usize, bin: &BinState) {
+    /// with that bin's lock held (`bin`), after each operation that may change it; touches
+    /// the shared word only when it changed (`BinState::kept_changed`).
+    fn kept_note(&self, class: usize, bin: &mut BinState) {
         let bit = 1u64 << (class % 64);
-        // Relaxed, here and below: only holders of bin `class`'s lock write this bit, and the
-        // lock orders them (its Acquire/Release), so this load sees the bit the last holder
-        // left; readers of the other bits take it as a hint and check under the bin's lock.
-        let was = self.kept.load(Ordering::Relaxed) & bit != 0;
-        if bin.has_kept() != was {
-            if was {
-                self.kept.fetch_and(!bit, Ordering::Relaxed);
-            } else {
-                self.kept.fetch_or(bit, Ordering::Relaxed);
-            }
-        }
+        // Relaxed: only holders of bin `class`'s lock write this bit, and the lock orders
+        // them (its Acquire/Release); readers take it as a hint and check under the bin's
+        // lock.
+        match bin.kept_changed() {
+            Some(true) => self.kept.0.fetch_or(bit, Ordering::Relaxed),
+            Some(false) => self.kept.0.fetch_and(!bit, Ordering::Relaxed),
+            None => return,
+        };
     }
 
     /// A kept empty slab of another bin of the same page count, re-initialised for `class`
@@ -367,7 +366,7 @@ impl Arena {
     /// writes them.
     fn slab_borrow(&self, class: usize) -> *mut Slab {
         // Relaxed: a hint (see `kept`); the bin's own state decides under its lock.
-        let mut candidates = self.kept.load(Ordering::Relaxed) & same_pages(class);
+        let mut candidates = self.kept.0.load(Ordering::Relaxed) & same_pages(class);
         while candidates != 0 {
             let donor = candidates.trailing_zeros() as usize;
             candidates &= candidates - 1;
@@ -375,7 +374,7 @@ impl Arena {
                 continue;
             };
             let slab = bin.lend_empty();
-            self.kept_note(donor, &bin);
+            self.kept_note(donor, &mut bin);
             drop(bin);
             if slab.is_null() {
                 continue;
@@ -476,7 +475,7 @@ impl Arena {
         for (class, bin) in self.bins.iter().enumerate() {
             let mut b = bin.lock();
             b.drain_empty(|s| self.slab_release(s));
-            self.kept_note(class, &b);
+            self.kept_note(class, &mut b);
         }
         let guard = self.purge.lock();
         self.purge_pass(&guard, PurgeGoal::AllExtents, os::now_ms())
@@ -542,6 +541,10 @@ fn slab_pages(class: usize) -> usize {
         None => diag::fatal("hugealloc: a slab asked for a class that is not small"),
     }
 }
+
+/// `Arena::kept`, on a cache line of its own.
+#[repr(align(64))]
+struct KeptBins(AtomicU64);
 
 /// The classes (bits) whose slabs have as many pages as `class`'s, `class` itself left out:
 /// the bins `slab_borrow` may take a kept slab from.
