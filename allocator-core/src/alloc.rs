@@ -366,24 +366,30 @@ pub unsafe fn free(p: *mut u8) {
 }
 
 /// `free_sized`'s fast path: `free`'s (one pagemap lookup, the check that `p` starts a block,
-/// the push on the cache bin of its class) with the block's class compared with `want`, the
-/// class of the size the caller gave. False when it does not apply (no cache, not a small or
-/// large cached block, a pointer inside a block, another class, a full bin): the caller's
-/// slow path then decides. `free` keeps its own copy of the same steps: written as one
-/// function with a `want` that plain `free` leaves open, LLVM laid the plain path out with 2
-/// more instructions per pair (callgrind, 99 -> 101).
+/// the push on the cache bin of its class, or the remote-free buffer), where the block is
+/// taken only when `size` is a size of its class: for a slab block `Slab::holds_size` (two
+/// fields in the descriptor line `free` reads anyway: a subtract and a compare), for a large
+/// block a row of `LARGE_SIZES`. The size's class is never computed here, only compared.
+/// The caller's alignment is at most 8 (or at most 16 with `size > 8`), where the class of
+/// `size` is the class `class_for(size, align)` gives. False when it does not apply (no
+/// cache, not a small or large cached block, a pointer inside a block, a size of another
+/// class, a full bin): the caller's slow path then decides, and aborts on a misuse. `free`
+/// keeps its own copy of the same steps in the same order: written as one function with a
+/// check that plain `free` leaves open, LLVM laid the plain path out with 2 more
+/// instructions per pair (callgrind, 99 -> 101, session 7).
 ///
 /// # Safety
 /// `p` is null or a live block from this allocator, not used afterwards if this returns true.
 #[inline(always)]
-unsafe fn free_cached(p: *mut u8, want: usize) -> bool {
+unsafe fn free_cached(p: *mut u8, size: usize) -> bool {
     let tc = thread::tcache();
     let addr = p as usize;
-    if tc.is_null() || addr & 7 != 0 {
-        return false;
-    }
+    // No test of `addr`'s low bits (plain `free`'s first filter): a misaligned pointer is no
+    // object start (class sizes are multiples of 8) and no page start. The cache is tested
+    // after the lookup: tested first, LLVM merged the two tests with `setcc` (2 more
+    // instructions).
     let entry = PAGEMAP.get(addr);
-    if entry & TAG_MASK != TAG_PAGES {
+    if entry & TAG_MASK != TAG_PAGES || tc.is_null() {
         return false;
     }
     let pc = (entry & !TAG_MASK) as *const crate::chunk::PageChunk;
@@ -393,43 +399,61 @@ unsafe fn free_cached(p: *mut u8, want: usize) -> bool {
     debug_assert_eq!(page, unsafe { (*pc).page_of(addr) });
     // SAFETY: as above; `page < CHUNK_PAGES`, the page map's length.
     let word = unsafe { *(*pc).page_map.get_unchecked(page) };
-    let class = (word >> PAGE_CLASS_SHIFT) as usize;
-    if class != want || !starts_block(word, addr) {
-        return false;
-    }
-    if word & PAGE_KIND == PAGE_SLAB {
-        // A block of another arena's slab goes home through the remote-free buffer, as in
-        // `free`. The slab is the word's payload.
+    let kind = word & PAGE_KIND;
+    let start = if kind == PAGE_SLAB {
+        // A pointer inside an object must not reach the cache (see `free`). The slab is the
+        // word's payload.
         let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *mut crate::slab::Slab;
-        // SAFETY: a slab page's word names the live slab holding the page; `tc` is the
-        // thread's own live cache.
-        if unsafe { !(*slab).belongs_to((*tc).home_arena) } {
-            // SAFETY: `slab` holds `p`, an object start (`starts_block`).
+        // SAFETY: a slab page's word names the live slab holding the page.
+        let s = unsafe { &*slab };
+        let start = s.holds_size(size) && s.is_object_start(addr);
+        // A block of another arena's slab goes home through the remote-free buffer, as in
+        // `free`.
+        // SAFETY: the thread's own live cache.
+        if start && !s.belongs_to(unsafe { (*tc).home_arena }) {
+            // SAFETY: as above; `slab` holds `p`, an object start.
             unsafe { (*tc).free_remote(p, slab) };
             return true;
         }
+        start
+    } else {
+        // Laid out after the slab case, as in `free` (LLVM put the large test first, 2 more
+        // instructions per small pair).
+        cold_path();
+        kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0 && {
+            let (min, range) = LARGE_SIZES[(word >> PAGE_CLASS_SHIFT) as usize & 0xff];
+            (size as u64).wrapping_sub(min) < range
+        }
+    };
+    if !start {
+        return false;
     }
+    let class = (word >> PAGE_CLASS_SHIFT) as usize;
     // SAFETY: the thread's own live cache; class < HUGE_FIRST == NBINS for slab and large
     // page words.
     unsafe { cache_push(tc, class, p) }
 }
 
-/// Whether `addr`, on a page whose page-map word is `word`, starts a block the cache may take:
-/// an object start of a slab (a pointer inside an object must not reach the cache: the next
-/// `malloc` would hand out memory overlapping a live block; the slow paths abort naming it),
-/// or the page-aligned start of a large run.
+/// Marks the branch calling it unlikely: a stable stand-in for `core::hint::cold_path`, which
+/// is newer than the workspace's `rust-version`.
+#[cold]
 #[inline(always)]
-fn starts_block(word: u64, addr: usize) -> bool {
-    let kind = word & PAGE_KIND;
-    if kind == PAGE_SLAB {
-        // The slab is the word's payload.
-        let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *const crate::slab::Slab;
-        // SAFETY: a slab page's word names the live slab holding the page.
-        unsafe { (*slab).is_object_start(addr) }
-    } else {
-        kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0
+fn cold_path() {}
+
+/// Per value of a page-map word's class byte, for the large classes: `(min, range)`, the
+/// class's smallest size and its count of sizes, as `Slab::holds_size` reads them; `(0, 0)`
+/// (no size) for every other byte. 256 rows: the byte needs no bounds check.
+static LARGE_SIZES: [(u64, u64); 256] = {
+    let mut t = [(0u64, 0u64); 256];
+    let mut c = NSMALL;
+    while c < HUGE_FIRST {
+        let min = class_min_size(c);
+        t[c] = (min as u64, (class_size(c) + 1 - min) as u64);
+        c += 1;
     }
-}
+    t
+};
+const _: () = assert!(HUGE_FIRST <= 256, "LARGE_SIZES has a row per class byte");
 
 /// Pushes `p` on its cache bin if there is room (comparing it with the top first: an immediate
 /// double free aborts); false when the bin is full.
@@ -593,15 +617,15 @@ fn free_arena_plain(owner: Owner, p: *mut u8) {
 ///
 /// # Safety
 /// As `free`.
-#[inline]
+#[inline(always)]
 pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
     // Under `check:full` the block was served from the class of `size + REDZONE` (and the
-    // cache is out of the fast path's sight, so only the slow path sees it).
-    if let Some(class) = class_for(size, align) {
-        // SAFETY: forwarded contract.
-        if unsafe { free_cached(p, class) } {
-            return;
-        }
+    // cache is out of the fast path's sight, so only the slow path sees it). Where the
+    // alignment can change the class (`class_for`: past 16, or 16 for 8 bytes) the slow path
+    // computes it; `free_sized` and `sdallocx` without an alignment flag pass 1.
+    // SAFETY: forwarded contract.
+    if (align <= 8 || (align <= 16 && size > 8)) && unsafe { free_cached(p, size) } {
+        return;
     }
     // SAFETY: forwarded contract.
     unsafe { free_sized_slow(p, size, align) }

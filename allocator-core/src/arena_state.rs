@@ -98,6 +98,8 @@ macro_rules! arena_figures {
             figure small_nmalloc "small.nmalloc" U64 Main sum,
                 "small blocks handed out by the bins (to thread caches in batches)";
             figure small_ndalloc "small.ndalloc" U64 Main sum, "small blocks returned to the bins";
+            count slabs_moved as small_slabs_moved "small.slabs_moved" U64 Main sum,
+                "empty slabs a bin kept and another bin of the same page count took";
             count large_allocated "large.allocated" Size Large sum,
                 "bytes in large blocks (page runs)";
             count large_nmalloc "large.nmalloc" U64 Large sum,

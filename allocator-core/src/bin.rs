@@ -14,6 +14,8 @@
 //! slabs no refill needed since the pass before (`decay`: the low-water mark of `nempty`
 //! between two passes), down to `KEEP_EMPTY_MIN`, so an idle bin's kept slabs go back within
 //! two passes (a fifth of `dirty_decay_ms`) and only `KEEP_EMPTY_MIN` stays until `purge`.
+//! Another bin of the arena whose slabs have as many pages may take a kept slab
+//! (`lend_empty`, under this bin's lock) instead of fresh pages.
 //!
 //! Under `check:full` each operation checks the slabs it touches, and both lists are scanned
 //! whole once per as many operations as the last scan found slabs (at least
@@ -33,8 +35,8 @@ pub const KEEP_EMPTY_BYTES: usize = 1 << 20;
 
 /// Objects of empty slabs a bin may keep (rounded up to whole slabs): the bytes budget alone
 /// would let a bin of 16-byte objects keep 65,536 of them. (The compare suite's espresso
-/// still pays for the kept slabs in peak RSS, 5.9 -> 7.0 MiB, with or without this cap:
-/// docs/benchmarks.md, issue 13.)
+/// paid for the kept slabs in peak RSS, 5.9 -> 7.0 MiB, with or without this cap, until other
+/// bins of the same page count could take them: `lend_empty`, docs/benchmarks.md, issue 13.)
 pub const KEEP_EMPTY_OBJS: usize = 1024;
 
 /// Empty slabs a bin keeps through decay passes (only `purge` returns it).
@@ -87,6 +89,9 @@ pub struct BinState {
     nempty: u32,
     /// The fewest kept empty slabs since the last `decay`: that many no refill needed.
     nempty_low: u32,
+    /// What the arena's mask of bins with kept slabs last heard from this bin
+    /// (`kept_changed`), so it is written only when that changes.
+    kept_shown: bool,
     /// `check:full`: operations since the last whole scan, and how many to wait for the next.
     ops_since_scan: u32,
     scan_every: u32,
@@ -197,6 +202,7 @@ impl BinState {
             empty: null_mut(),
             nempty: 0,
             nempty_low: 0,
+            kept_shown: false,
             ops_since_scan: 0,
             scan_every: SCAN_EVERY_MIN,
             stats: BinStats::ZERO,
@@ -310,6 +316,48 @@ impl BinState {
         }
         self.stats.nflushes += 1;
         Ok(())
+    }
+
+    /// Whether the bin keeps an empty slab (one `lend_empty` would give).
+    #[inline]
+    pub fn has_kept(&self) -> bool {
+        self.nempty > 0
+    }
+
+    /// Whether the bin keeps an empty slab, when that changed since the last call (`None`
+    /// when it did not): the arena publishes it in its mask of bins with kept slabs, which
+    /// so costs nothing on a fill or flush that changes nothing.
+    #[inline]
+    pub fn kept_changed(&mut self) -> Option<bool> {
+        let now = self.has_kept();
+        if now == self.kept_shown {
+            return None;
+        }
+        self.kept_shown = now;
+        Some(now)
+    }
+
+    /// Hands one kept empty slab to another bin of the same arena that needs a new slab of
+    /// the same page count, or null when none is kept: the kept slabs of one class are pages
+    /// another class can use, so a program that frees in one class and then allocates in
+    /// another reuses them instead of faulting in fresh pages. The slab leaves this bin (off
+    /// its list and counts; the low-water mark counts it as needed, like a refill's); the
+    /// taker re-initialises it for its class. The top of the list, as a refill would take:
+    /// O(1), and the pages touched last.
+    pub fn lend_empty(&mut self) -> *mut Slab {
+        let s = self.empty;
+        if s.is_null() {
+            return s;
+        }
+        // SAFETY: `s` is on this bin's empty list.
+        unsafe {
+            list::remove(&mut self.empty, s);
+            (*s).listed = false;
+        }
+        self.nempty -= 1;
+        self.nempty_low = self.nempty_low.min(self.nempty);
+        self.stats.nslabs -= 1;
+        s
     }
 
     /// Gives every kept empty slab (and an empty current one) to `release`: purging.

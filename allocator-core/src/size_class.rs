@@ -45,6 +45,17 @@ pub const fn class_size(idx: usize) -> usize {
     (1 << lg) + (k << (lg - 2))
 }
 
+/// The smallest size of class `idx` (one more than the class before's size): the sizes of
+/// class `idx` are `class_min_size(idx)..=class_size(idx)`.
+#[inline]
+pub const fn class_min_size(idx: usize) -> usize {
+    if idx == 0 {
+        1
+    } else {
+        class_size(idx - 1) + 1
+    }
+}
+
 /// The class index for `size` (`1..=MAX_SIZE`; 0 is treated as 1).
 #[inline(always)]
 pub fn class_of(size: usize) -> usize {

@@ -5,7 +5,7 @@
 
 use crate::bitmap::Bitmap;
 use crate::list::linked;
-use crate::size_class::{class_size, DIV_MAGIC, NSMALL, SLAB_MAX_OBJS, SLAB_OBJS};
+use crate::size_class::{class_min_size, class_size, DIV_MAGIC, NSMALL, SLAB_MAX_OBJS, SLAB_OBJS};
 
 /// What `give_all` reports for a pointer inside an object.
 pub const INTERIOR: &str = "free of a pointer inside a block (not its start):";
@@ -26,6 +26,10 @@ pub struct Slab {
     pub span: u32,
     /// `u64::MAX / size + 1`: for `is_object_start`'s divisibility test (one multiply).
     pub div_test: u64,
+    /// The smallest size of the class (`class_min_size`) and how many sizes it has: a sized
+    /// free's check that its size is of the class (`holds_size`), in the line `free` reads.
+    pub size_min: u64,
+    pub size_range: u64,
     /// Bin list links (non-full slabs).
     pub next: *mut Slab,
     pub prev: *mut Slab,
@@ -52,6 +56,8 @@ impl Slab {
         self.magic = magic;
         self.span = (nobjs * class_size(class)) as u32;
         self.div_test = u64::MAX / class_size(class) as u64 + 1;
+        self.size_min = class_min_size(class) as u64;
+        self.size_range = (class_size(class) + 1 - class_min_size(class)) as u64;
         self.nfree = nobjs as u32;
         self.next = core::ptr::null_mut();
         self.prev = core::ptr::null_mut();
@@ -84,6 +90,13 @@ impl Slab {
     pub fn is_object_start(&self, p: usize) -> bool {
         let off = p.wrapping_sub(self.addr);
         off < self.span as usize && (off as u64).wrapping_mul(self.div_test) < self.div_test
+    }
+
+    /// Whether `size` is a size of this slab's class (`class_of(size) == class`): a sized
+    /// free's check, one subtract and one compare (a size of 0 is of no class here).
+    #[inline(always)]
+    pub fn holds_size(&self, size: usize) -> bool {
+        (size as u64).wrapping_sub(self.size_min) < self.size_range
     }
 
     /// Whether this slab belongs to arena `arena`: `free` sends a block of a slab of another
@@ -235,6 +248,27 @@ mod tests {
                     !s.is_object_start(0x200000 - below),
                     "class {class} -{below}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn holds_size_is_class_of_for_every_class() {
+        use crate::size_class::{class_of, SMALL_MAX};
+        for class in 0..crate::size_class::NSMALL {
+            // SAFETY: Slab is plain data; all-zero is a valid (empty) value before init.
+            let mut s: Slab = unsafe { core::mem::zeroed() };
+            s.init(0x200000, class, 0);
+            assert!(!s.holds_size(0), "class {class}: size 0");
+            for size in 1..=SMALL_MAX + 64 {
+                assert_eq!(
+                    s.holds_size(size),
+                    class_of(size) == class,
+                    "class {class} size {size}"
+                );
+            }
+            for size in [usize::MAX, usize::MAX - 7, 1 << 40, (1 << 32) + 16] {
+                assert!(!s.holds_size(size), "class {class} size {size}");
             }
         }
     }

@@ -79,3 +79,87 @@ fn kept_empty_slabs_go_back_after_an_idle_decay_pass() {
     arena.decay_now();
     assert!(slabs() <= 4, "{} slabs after two passes", slabs());
 }
+
+/// A bin that needs a slab takes another bin's kept empty slab of the same page count before
+/// it takes fresh pages (issue 13: espresso's peak RSS), counted in `small.slabs_moved`;
+/// a bin of another page count does not. A private arena with decay off for it, so no other
+/// test's allocation or decay pass (this file shortens the decay time) moves its slabs.
+#[test]
+fn kept_empty_slabs_move_to_a_class_of_the_same_page_count() {
+    use hugealloc::ctl::{self, CtlValue};
+    use hugealloc::testing::size_class::{class_of, SLAB_OBJS};
+    use std::collections::HashSet;
+    let arena = hugealloc::Arena::new(hugealloc::Thp::Default)
+        .expect("an arena")
+        .index();
+    ctl::write(
+        &format!("arena.{arena}.dirty_decay_ms"),
+        CtlValue::I64(3_600_000),
+    )
+    .unwrap();
+    let counter = |name: &str| -> u64 {
+        let key = format!("stats.arenas.{arena}.{name}");
+        match ctl::read(&key) {
+            Ok(CtlValue::U64(v)) => v,
+            Ok(CtlValue::Size(v)) => v as u64,
+            other => panic!("{key}: {other:?}"),
+        }
+    };
+    let page = |p: *mut u8| p as usize & !4095;
+    let alloc_n = |size: usize, n: usize| -> Vec<*mut u8> {
+        (0..n)
+            .map(|_| {
+                let p = alloc::alloc_in(Some(arena), size, 8, false, false);
+                assert!(!p.is_null());
+                p
+            })
+            .collect()
+    };
+    // 1 KiB and 512 B slabs are one page; 160 B slabs are two.
+    let (kib, half, odd) = (class_of(1024), class_of(512), class_of(160));
+    let k = alloc_n(1024, 64 * SLAB_OBJS[kib] as usize);
+    let pages: HashSet<usize> = k.iter().map(|&p| page(p)).collect();
+    assert_eq!(pages.len(), 64);
+    for p in k {
+        // SAFETY: p is live.
+        unsafe { alloc::free_no_cache(p) };
+    }
+    // 63 kept empty by the 1 KiB bin (the 64th is its current slab).
+    let active = counter("pactive");
+    let moved = counter("small.slabs_moved");
+    let h = alloc_n(512, 32 * SLAB_OBJS[half] as usize);
+    assert_eq!(
+        counter("small.slabs_moved"),
+        moved + 32,
+        "512 B slabs not taken from 1 KiB"
+    );
+    assert_eq!(counter("pactive"), active, "fresh pages taken");
+    assert!(
+        h.iter().all(|&p| pages.contains(&page(p))),
+        "a 512 B block outside the pages 1 KiB emptied"
+    );
+    let o = alloc_n(160, 1);
+    assert_eq!(
+        counter("small.slabs_moved"),
+        moved + 32,
+        "a two-page slab took a one-page one"
+    );
+    assert!(!pages.contains(&page(o[0])));
+    for p in h.into_iter().chain(o) {
+        // SAFETY: p is live.
+        unsafe { alloc::free_no_cache(p) };
+    }
+    // The bins' figures follow the slabs: 1 KiB holds its current slab and 31 kept.
+    let slabs = |class: usize| {
+        let key = format!("stats.arenas.{arena}.bins.{class}.curslabs");
+        match ctl::read(&key) {
+            Ok(CtlValue::Size(v)) => v,
+            other => panic!("{key}: {other:?}"),
+        }
+    };
+    assert_eq!(slabs(kib), 32);
+    assert_eq!(slabs(half), 32);
+    // `purge` gives every kept slab back, borrowed ones included.
+    hugealloc::purge();
+    assert_eq!(slabs(kib) + slabs(half) + slabs(odd), 0);
+}

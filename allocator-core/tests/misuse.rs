@@ -86,6 +86,18 @@ fn misuse(case: &str) {
             // SAFETY: deliberately invalid: 64-byte block freed as 4096.
             unsafe { alloc::free_sized(p, 4096, 1) };
         }
+        "wrong_size_smaller" => {
+            // A size of the class below (48 B): the fast path's lower bound.
+            // SAFETY: deliberately invalid: 64-byte block freed as 48.
+            unsafe { alloc::free_sized(p, 48, 1) };
+        }
+        "wrong_size_large" => {
+            // A cached large block (20 KiB, class 20 KiB) freed with a size of the class
+            // below (16 KiB).
+            let q = alloc::malloc(20 << 10);
+            // SAFETY: deliberately invalid.
+            unsafe { alloc::free_sized(q, 16 << 10, 1) };
+        }
         "arena_past_table" => {
             let _ = registry::arena(registry::MAX_ARENAS + 3);
         }
@@ -203,6 +215,14 @@ fn interior_huge_pointer_aborts() {
 #[test]
 fn free_with_wrong_size_aborts() {
     expect_abort("wrong_size", "another class");
+}
+
+/// A size below the block's class, small and large: the sized fast path checks both bounds
+/// (`Slab::holds_size`, `alloc`'s `LARGE_SIZES`).
+#[test]
+fn free_with_smaller_size_aborts() {
+    expect_abort("wrong_size_smaller", "another class");
+    expect_abort("wrong_size_large", "another class");
 }
 
 /// An arena index past the table aborts with a message (no panic, no other arena).

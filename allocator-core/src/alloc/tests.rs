@@ -195,3 +195,28 @@ fn huge_shrink_gives_back_its_tail() {
     assert!(a.huge_resize(extent, big, 8 * CHUNK));
     a.huge_free(extent);
 }
+
+/// `LARGE_SIZES` (sized free's check for large blocks) says `class_of(size) == class` for
+/// every large class, and matches no size for the other class bytes.
+#[test]
+fn large_sizes_rows_are_the_large_classes() {
+    let in_row = |size: usize, byte: usize| {
+        let (min, range) = LARGE_SIZES[byte];
+        (size as u64).wrapping_sub(min) < range
+    };
+    for byte in 0..256 {
+        let large = (NSMALL..HUGE_FIRST).contains(&byte);
+        // Each class's edges and a few sizes inside, and sizes of no class here.
+        let mut sizes: Vec<usize> = (NSMALL.saturating_sub(1)..HUGE_FIRST + 1)
+            .flat_map(|c| {
+                let (lo, hi) = (class_min_size(c), class_size(c));
+                [lo - 1, lo, lo + 1, (lo + hi) / 2, hi - 1, hi, hi + 1]
+            })
+            .collect();
+        sizes.extend([0, 1, 8, SMALL_MAX, usize::MAX, 1 << 40]);
+        for size in sizes {
+            let want = large && (1..=MAX_SIZE).contains(&size) && class_of(size) == byte;
+            assert_eq!(in_row(size, byte), want, "byte {byte} size {size}");
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! Arenas: the coordinator of the arena layer. An arena owns chunks and serves everything a
 //! thread cache does not:
 //! - per small class a `Bin` (its own lock, rank 2) with a current slab and a list of non-full
-//!   slabs, supplied with slabs from page runs;
+//!   slabs, supplied with slabs from another bin's kept empty ones of the same page count
+//!   (`slab_borrow`) or else from page runs;
 //! - large blocks as page runs inside page chunks (`pages`);
 //! - huge blocks as runs of whole chunks, and free chunk runs ("extents"), coalesced with their
 //!   free neighbours and kept dirty for reuse (`extent`);
@@ -63,6 +64,12 @@ pub struct Arena {
     /// When the bins last gave back their idle kept empty slabs (ms; `bins_decay`).
     bins_decay_ms: AtomicU64,
     pub nthreads: AtomicUsize,
+    /// Bit `c` set: bin `c` keeps an empty slab (`BinState::has_kept`). Written only under
+    /// bin `c`'s lock and only when that changes (`kept_note`), so the bit is exact while
+    /// nobody holds that lock; read without it as a hint by `slab_borrow`, which then
+    /// try-locks the bin. A cache line of its own: the bins' locks and the arena's other
+    /// fields are not next to it.
+    kept: KeptBins,
     pub(crate) bins: [Mutex<BinState>; NSMALL],
     /// Held by the one purge pass of this arena running (rank 2b); `fork` prepare takes it, so
     /// no run is left busy in a child.
@@ -95,6 +102,7 @@ impl Arena {
                     last_decay_ms: AtomicU64::new(0),
                     bins_decay_ms: AtomicU64::new(0),
                     nthreads: AtomicUsize::new(0),
+                    kept: KeptBins(AtomicU64::new(0)),
                     bins: [BIN; NSMALL],
                     purge: Mutex::new(()),
                     inner: Mutex::new(ArenaInner::new(index)),
@@ -262,8 +270,10 @@ impl Arena {
         {
             return;
         }
-        for bin in &self.bins {
-            bin.lock().decay(|s| self.slab_release(s));
+        for (class, bin) in self.bins.iter().enumerate() {
+            let mut b = bin.lock();
+            b.decay(|s| self.slab_release(s));
+            self.kept_note(class, &mut b);
         }
     }
 
@@ -293,14 +303,17 @@ impl Arena {
     /// (fewer only when out of memory). Takes the bin lock once.
     pub fn bin_fill(&self, class: usize, out: &mut [*mut u8]) -> usize {
         let mut grew = false;
+        let mut bin = self.bin(class).lock();
         // SAFETY: `slab_new` returns null or a fresh slab of `class` of this arena, unlisted,
         // that only this bin refers to (its page map words name it; no bin lists it).
         let n = unsafe {
-            self.bin(class).lock().fill(out, || {
+            bin.fill(out, || {
                 grew = true;
                 self.slab_new(class)
             })
         };
+        self.kept_note(class, &mut bin);
+        drop(bin);
         if grew {
             self.maybe_decay();
         }
@@ -327,15 +340,18 @@ impl Arena {
     /// As `bin_flush`, with each pointer's slab already looked up (`slab_of`).
     pub(crate) fn bin_flush_slabs(&self, class: usize, items: &[(*mut u8, *mut Slab)]) {
         let mut released = false;
+        let mut bin = self.bin(class).lock();
         // SAFETY: the caller looked each slab up with `slab_of(p, class)`: the live slab of
         // class `class` holding `p`, and (the caller grouped by home) one of this arena's, so
         // one this bin owns.
         let r = unsafe {
-            self.bin(class).lock().flush(items, |s| {
+            bin.flush(items, |s| {
                 released = true;
                 self.slab_release(s)
             })
         };
+        self.kept_note(class, &mut bin);
+        drop(bin);
         if let Err((p, what)) = r {
             diag::fatal_ptr(what, p);
         }
@@ -344,10 +360,72 @@ impl Arena {
         }
     }
 
+    /// Keeps bin `class`'s bit of `kept` equal to whether it keeps an empty slab. Called
+    /// with that bin's lock held (`bin`), after each operation that may change it; touches
+    /// the shared word only when it changed (`BinState::kept_changed`).
+    fn kept_note(&self, class: usize, bin: &mut BinState) {
+        let bit = 1u64 << (class % 64);
+        // Relaxed: only holders of bin `class`'s lock write this bit, and the lock orders
+        // them (its Acquire/Release); readers take it as a hint and check under the bin's
+        // lock.
+        match bin.kept_changed() {
+            Some(true) => self.kept.0.fetch_or(bit, Ordering::Relaxed),
+            Some(false) => self.kept.0.fetch_and(!bit, Ordering::Relaxed),
+            None => return,
+        };
+    }
+
+    /// A kept empty slab of another bin of the same page count, re-initialised for `class`
+    /// (bin `class`'s lock held), or null when no such bin keeps one. The other bins' locks
+    /// have bin `class`'s rank, so they are only tried (`try_lock`): two bins borrowing from
+    /// each other cannot deadlock, and a busy bin is skipped. The slab's pages stay active;
+    /// its descriptor and page-map words are rewritten under the arena lock, as `slab_new`
+    /// writes them.
+    fn slab_borrow(&self, class: usize) -> *mut Slab {
+        // Relaxed: a hint (see `kept`); the bin's own state decides under its lock.
+        let mut candidates = self.kept.0.load(Ordering::Relaxed) & same_pages(class);
+        while candidates != 0 {
+            let donor = candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
+            let Some(mut bin) = self.bins.get(donor).and_then(|b| b.try_lock()) else {
+                continue;
+            };
+            let slab = bin.lend_empty();
+            self.kept_note(donor, &mut bin);
+            drop(bin);
+            if slab.is_null() {
+                continue;
+            }
+            // SAFETY: a live slab of this arena the donor bin no longer refers to (off its
+            // lists and counts); it is empty, so no cache, buffer or program holds a block of
+            // it: only its page-map words name it, and they are rewritten below.
+            let addr = unsafe { (*slab).addr };
+            let pc = (PAGEMAP.get(addr) & !TAG_MASK) as *mut PageChunk;
+            let start = crate::owner::page_index(addr);
+            let mut inner = self.inner.lock();
+            // SAFETY: as above; `pc` is the live page chunk holding the slab's pages (the
+            // pagemap names it while the slab is live), which are this arena's.
+            unsafe {
+                (*slab).init(addr, class, self.index);
+                let word = (class as u64) << PAGE_CLASS_SHIFT | slab as u64 | PAGE_SLAB;
+                words(&mut *pc, start, slab_pages(class)).fill(word);
+            }
+            inner.stats.slabs_moved += 1;
+            return slab;
+        }
+        null_mut()
+    }
+
     /// A new slab of `class` (bin lock held; takes the arena lock; the caller runs the decay
-    /// pass once the bin lock is released). Its descriptor is a recycled one of this arena's
-    /// when there is one: only the first slabs take the base's lock (shared by all arenas).
+    /// pass once the bin lock is released): another bin's kept empty slab when one of the
+    /// same page count is kept (`slab_borrow`), else fresh pages. Its descriptor is a
+    /// recycled one of this arena's when there is one: only the first slabs take the base's
+    /// lock (shared by all arenas).
     fn slab_new(&self, class: usize) -> *mut Slab {
+        let borrowed = self.slab_borrow(class);
+        if !borrowed.is_null() {
+            return borrowed;
+        }
         let npages = slab_pages(class);
         let mut inner = self.inner.lock();
         let slab = slab_desc_take(&mut inner);
@@ -411,8 +489,10 @@ impl Arena {
     /// Returns the bins' kept empty slabs, then purges every dirty free extent
     /// (`MADV_DONTNEED`), making it clean. Returns bytes purged.
     pub fn purge_all(&self) -> usize {
-        for bin in &self.bins {
-            bin.lock().drain_empty(|s| self.slab_release(s));
+        for (class, bin) in self.bins.iter().enumerate() {
+            let mut b = bin.lock();
+            b.drain_empty(|s| self.slab_release(s));
+            self.kept_note(class, &mut b);
         }
         let guard = self.purge.lock();
         self.purge_pass(&guard, PurgeGoal::AllExtents, os::now_ms())
@@ -478,6 +558,34 @@ fn slab_pages(class: usize) -> usize {
         None => diag::fatal("hugealloc: a slab asked for a class that is not small"),
     }
 }
+
+/// `Arena::kept`, on a cache line of its own.
+#[repr(align(64))]
+struct KeptBins(AtomicU64);
+
+/// The classes (bits) whose slabs have as many pages as `class`'s, `class` itself left out:
+/// the bins `slab_borrow` may take a kept slab from.
+fn same_pages(class: usize) -> u64 {
+    SAME_PAGES.get(class).copied().unwrap_or(0)
+}
+
+/// `same_pages` per small class.
+static SAME_PAGES: [u64; NSMALL] = {
+    let mut t = [0u64; NSMALL];
+    let mut i = 0;
+    while i < NSMALL {
+        let mut j = 0;
+        while j < NSMALL {
+            if j != i && SLAB_PAGES[j] == SLAB_PAGES[i] {
+                t[i] |= 1 << j;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+const _: () = assert!(NSMALL <= 64, "`Arena::kept` has a bit per small class");
 
 /// Page-map words `start..start + n` of `pc`; a run past the chunk (a corrupt descriptor)
 /// aborts.
