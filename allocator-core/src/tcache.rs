@@ -296,6 +296,19 @@ impl Tcache {
         if unsafe { self.remote.push(p, slab, class) } {
             return;
         }
+        // SAFETY: the contract.
+        unsafe { self.free_remote_slow(p, slab, class) }
+    }
+
+    /// `free_remote` when the push failed: a full stack or no storage yet. (Out of line, the
+    /// push alone saves and restores fewer registers: xmalloc's consumer frees every block
+    /// remotely.)
+    ///
+    /// # Safety
+    /// As `free_remote`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_remote_slow(&mut self, p: *mut u8, slab: *mut Slab, class: usize) {
         if self.remote.has_storage() {
             self.remote_drain_class(class);
         } else {
