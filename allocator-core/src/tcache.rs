@@ -314,7 +314,15 @@ impl Tcache {
         } else {
             let storage = BASE.alloc(bin::REMOTE_STORAGE_BYTES);
             if storage.is_null() {
-                // No metadata memory: the block goes home alone (one bin lock per block).
+                // No metadata memory: the block goes home alone (one bin lock per block), and
+                // the attach is tried again at the next remote free.
+                // Relaxed: only one caller may win the swap; nothing is published by it.
+                if !REMOTE_NO_STORAGE_WARNED.swap(true, crate::sync::Ordering::Relaxed) {
+                    crate::diag::warn(
+                        "no metadata memory for a thread's remote-free stacks; its frees of \
+                         other arenas' blocks go home one at a time (warned once)",
+                    );
+                }
                 // SAFETY: `slab` is live (the contract), so its arena is a registered one.
                 let home = unsafe { (*slab).arena } as usize;
                 return crate::registry::arena(home).bin_flush_slabs(class, &[(p, slab)]);
@@ -393,6 +401,11 @@ impl Tcache {
         self.remote.check(self.home_arena);
     }
 }
+
+/// Set by the first thread that found no metadata memory for its remote-free stacks (the
+/// fallback's one warning).
+static REMOTE_NO_STORAGE_WARNED: crate::sync::plain::AtomicBool =
+    crate::sync::plain::AtomicBool::new(false);
 
 /// Where a drained group of remote frees goes: its arena's bin of its class.
 fn remote_home(home: u32, class: usize, group: &mut [(*mut u8, *mut Slab)]) {
