@@ -484,25 +484,32 @@ pub fn for_each_group<T>(
     }
 }
 
-/// The largest capacity of a thread's remote-free stack of one class ([`RemoteFrees`]): one
-/// batch (the thread cache's largest bin capacity, `arena::BATCH_MAX`, which `tcache` asserts
-/// equal).
-pub const REMOTE_CAP_MAX: usize = 128;
+/// The largest small-class batch capacity (`small_batch_cap`): the thread cache's largest bin
+/// capacity, `arena::BATCH_MAX`, which `tcache` asserts equal.
+pub const BATCH_CAP_MAX: usize = 128;
 
-/// Capacity of a batch of small class `class` between a thread and a bin: twice the objects
-/// of one of its slabs, at least 16 and at most `REMOTE_CAP_MAX`. The thread cache's bin of a
-/// small class (`tcache::bin_cap`) and the remote-free stack of that class both hold this
-/// many, so a remote drain carries what a cache flush used to.
+/// Capacity of the thread cache's bin of small class `class` (`tcache::bin_cap`): twice the
+/// objects of one of its slabs, at least 16 and at most `BATCH_CAP_MAX`. A refill takes half
+/// of it, a flush gives back half, and the remote-free stack of the class holds half
+/// (`remote_cap`).
 pub const fn small_batch_cap(class: usize) -> usize {
     let objs = compute_slab_pages(class) * crate::os::PAGE / class_size(class);
     let twice = objs * 2;
     if twice < 16 {
         16
-    } else if twice > REMOTE_CAP_MAX {
-        REMOTE_CAP_MAX
+    } else if twice > BATCH_CAP_MAX {
+        BATCH_CAP_MAX
     } else {
         twice
     }
+}
+
+/// Capacity of the remote-free stack of small class `class`: what a cache flush carries, half
+/// the cache bin (`small_batch_cap`, 8 to 64 blocks). A full stack goes home whole, so a
+/// remote block goes home in the batch its cache flush would have carried; a larger stack
+/// would park more blocks away from their arena (larson: peak RSS) for fewer bin locks.
+pub const fn remote_cap(class: usize) -> usize {
+    small_batch_cap(class).div_ceil(2)
 }
 
 /// Where each class's stack starts in a remote-free storage block, in items; entry `NSMALL`
@@ -511,18 +518,18 @@ static REMOTE_START: [u16; NSMALL + 1] = {
     let mut t = [0u16; NSMALL + 1];
     let mut i = 0;
     while i < NSMALL {
-        t[i + 1] = t[i] + small_batch_cap(i) as u16;
+        t[i + 1] = t[i] + remote_cap(i) as u16;
         i += 1;
     }
     t
 };
 
-/// Items in a remote-free storage block: the sum of every small class's batch capacity.
+/// Items in a remote-free storage block: the sum of every small class's stack capacity.
 pub const REMOTE_SLOTS: usize = {
     let mut n = 0;
     let mut i = 0;
     while i < NSMALL {
-        n += small_batch_cap(i);
+        n += remote_cap(i);
         i += 1;
     }
     n
@@ -531,7 +538,8 @@ pub const REMOTE_SLOTS: usize = {
 /// One buffered remote free: the block and the slab holding it.
 pub type RemoteItem = (*mut u8, *mut Slab);
 
-/// Bytes of a remote-free storage block ([`RemoteFrees::attach`]): 16 per item.
+/// Bytes of a remote-free storage block ([`RemoteFrees::attach`]): 16 per item, 13,504 in all
+/// (as much as the thread cache's own small-class stacks, which hold twice the items at 8 B).
 pub const REMOTE_STORAGE_BYTES: usize = REMOTE_SLOTS * core::mem::size_of::<RemoteItem>();
 
 const _: () = assert!(
@@ -547,17 +555,19 @@ const _: () = assert!(NSMALL <= 64, "one bit per small class in a u64 mask");
 /// owner's neighbouring objects share (passive false sharing, mimalloc-bench's
 /// `cache-scratch`).
 ///
-/// One stack per small class, of the class's batch capacity (`small_batch_cap`, as the
-/// thread cache's bin): a full stack goes home whole ([`RemoteFrees::drain_class`]), one lock
-/// of the owner's bin per arena present (usually one), so a thread whose every free is remote
-/// (a consumer) takes a bin lock per batch, as its cache flushes did before remote frees had
-/// a path of their own. (A single stack shared by all classes took a lock per 7-8 blocks in
-/// `xmalloc`'s 17 classes.) The stacks live in one storage block of `REMOTE_STORAGE_BYTES`
+/// One stack per small class, of what a cache flush of the class carries (`remote_cap`: half
+/// the cache bin, 8 to 64 blocks): a full stack goes home whole
+/// ([`RemoteFrees::drain_class`]), one lock of the owner's bin per arena present (usually
+/// one), so a thread whose every free is remote (a consumer) takes a bin lock per flush-sized
+/// batch, as its cache flushes did before remote frees had a path of their own. (A single
+/// buffer shared by all classes took a lock per 7-8 blocks in `xmalloc`'s 17 classes; stacks
+/// of the whole bin's capacity cost larson 7 MiB more peak RSS under callgrind, for 0.2%
+/// fewer instructions in `xmalloc`: docs/benchmarks.md.) The stacks live in one storage block of `REMOTE_STORAGE_BYTES`
 /// that the owner attaches at the thread's first remote free (`attach`), so a thread that
 /// frees only its own blocks pays nothing but this header.
 ///
 /// The buffer is the thread's own (inside its `Tcache`): no atomics. Invariants: with no
-/// storage every count is 0; `counts[c] <= small_batch_cap(c)`; bit `c` of `nonempty` is set
+/// storage every count is 0; `counts[c] <= remote_cap(c)`; bit `c` of `nonempty` is set
 /// exactly when `counts[c] > 0`; every item of stack `c` is a block its slab holds, the slab
 /// is of class `c` and its `arena` is not the thread's. The slab's bitmap stays the truth: a
 /// block here is allocated as far as its slab knows until it is drained, so a second free of
@@ -741,7 +751,7 @@ impl RemoteFrees {
         }
         for (class, &n) in self.counts.iter().enumerate() {
             diag::invariant(
-                (n as usize) <= small_batch_cap(class),
+                (n as usize) <= remote_cap(class),
                 "a remote-free stack holds more than its capacity",
             );
             diag::invariant(
@@ -948,7 +958,7 @@ mod tests {
         assert!(!unsafe { remote.push(0x100000 as *mut u8, slabs[0], c8) });
         // SAFETY: REMOTE_STORAGE_BYTES of aligned memory, the buffer's alone.
         unsafe { remote.attach(storage.as_mut_ptr().cast()) };
-        let cap8 = small_batch_cap(c8);
+        let cap8 = remote_cap(c8);
         for i in 0..cap8 {
             let slab = slabs[i % 2];
             let p = (0x100000 + (i % 2) * 0x10000 + 8 * i) as *mut u8;

@@ -7,7 +7,7 @@
 //!
 //! A small block of a slab of another arena (freed by this thread, allocated by a thread of
 //! another arena) is not cached: it goes to the thread's remote-free stack of its class
-//! (`remote`, `bin::RemoteFrees`, as many blocks as the cache bin of that class), which hands
+//! (`remote`, `bin::RemoteFrees`, as many blocks as a flush of that class's bin), which hands
 //! its blocks back to their own arenas' bins in one batch when full, at a GC step when idle,
 //! on `flush_all` and at thread exit, so this thread's `malloc` never returns a block whose
 //! neighbours another core is writing. The remote stacks' storage (`bin::REMOTE_STORAGE_BYTES`)
@@ -25,7 +25,7 @@ use crate::slab::Slab;
 use core::mem::MaybeUninit;
 use core::ptr::null_mut;
 
-const _: () = assert!(bin::REMOTE_CAP_MAX == crate::arena::BATCH_MAX);
+const _: () = assert!(bin::BATCH_CAP_MAX == crate::arena::BATCH_MAX);
 
 /// Classes a thread cache may hold: every small and large class.
 pub const NBINS: usize = HUGE_FIRST;
@@ -488,10 +488,12 @@ mod tests {
             let twice = (objs as usize * 2).clamp(16, CAP_MAX);
             assert_eq!(bin_cap(c, usize::MAX), twice);
         }
-        // The remote stacks' storage: one batch per small class as the cache's bins hold,
-        // 16 B per block (the block and its slab); docs/architecture.md quotes the total.
-        let small_slots: usize = (0..NSMALL).map(|c| bin_cap(c, usize::MAX)).sum();
+        // The remote stacks' storage: one flush's batch per small class (half the cache
+        // bin), 16 B per block (the block and its slab); docs/architecture.md quotes it.
+        let small_slots: usize = (0..NSMALL)
+            .map(|c| bin_cap(c, usize::MAX).div_ceil(2))
+            .sum();
         assert_eq!(bin::REMOTE_SLOTS, small_slots);
-        assert_eq!(bin::REMOTE_STORAGE_BYTES, 27_008);
+        assert_eq!(bin::REMOTE_STORAGE_BYTES, 13_504);
     }
 }

@@ -139,7 +139,7 @@ pub mod slab {
 
 /// `crate::bin` (the remote-free buffer and the bin itself in loom builds only).
 pub mod bin {
-    pub use crate::bin::small_batch_cap;
+    pub use crate::bin::remote_cap;
     #[cfg(loom)]
     pub use crate::bin::{for_each_group, BinState, RemoteFrees, REMOTE_STORAGE_BYTES};
 }

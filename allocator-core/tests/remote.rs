@@ -124,7 +124,7 @@ fn small_ndalloc(i: usize) -> u64 {
     stat(&format!("stats.arenas.{i}.small.ndalloc"))
 }
 
-/// A thread that frees more remote blocks than its remote stack of their class holds (128 for
+/// A thread that frees more remote blocks than its remote stack of their class holds (64 for
 /// 8 B) sends them home in batches while it runs, the rest when it exits; none comes back
 /// through its own allocations.
 #[test]
@@ -181,7 +181,7 @@ fn bin_nflushes(i: usize, j: usize) -> u64 {
 
 /// Remote frees of several classes, interleaved, go home each to its own class's bin (each
 /// class has a remote stack of its own), a whole stack per bin lock: the owner's bin of each
-/// class sees one flush per `small_batch_cap` blocks of it, as a cache flush would bring (a
+/// class sees one flush per `remote_cap` blocks of it, as a cache flush would bring (a
 /// buffer shared by the classes, drained whole when full, brought a few blocks per flush).
 #[test]
 fn remote_frees_of_mixed_classes_go_to_their_own_bins() {
@@ -213,7 +213,7 @@ fn remote_frees_of_mixed_classes_go_to_their_own_bins() {
                 "class of {} B",
                 SIZES[k]
             );
-            let cap = hugealloc::testing::bin::small_batch_cap(j);
+            let cap = hugealloc::testing::bin::remote_cap(j);
             assert_eq!(
                 bin_nflushes(owner, j) - flushes_before[k],
                 (N / 5).div_ceil(cap) as u64,
