@@ -493,16 +493,34 @@ pub const BATCH_CAP_MAX: usize = 128;
 /// of it, a flush gives back half, and the remote-free stack of the class holds half
 /// (`remote_cap`).
 pub const fn small_batch_cap(class: usize) -> usize {
-    let objs = compute_slab_pages(class) * crate::os::PAGE / class_size(class);
-    let twice = objs * 2;
-    if twice < 16 {
-        16
-    } else if twice > BATCH_CAP_MAX {
-        BATCH_CAP_MAX
+    // A table (no division or index that could panic at run time: `tcache::bin_cap` runs
+    // when a cache is created); 0 past the small classes.
+    if class < NSMALL {
+        SMALL_BATCH_CAPS[class] as usize
     } else {
-        twice
+        0
     }
 }
+
+/// `small_batch_cap` per small class, computed at compile time.
+const SMALL_BATCH_CAPS: [u8; NSMALL] = {
+    let mut t = [0u8; NSMALL];
+    let mut i = 0;
+    while i < NSMALL {
+        let objs = compute_slab_pages(i) * crate::os::PAGE / class_size(i);
+        let twice = objs * 2;
+        t[i] = if twice < 16 {
+            16
+        } else if twice > BATCH_CAP_MAX {
+            BATCH_CAP_MAX as u8
+        } else {
+            twice as u8
+        };
+        i += 1;
+    }
+    t
+};
+const _: () = assert!(BATCH_CAP_MAX <= u8::MAX as usize);
 
 /// Capacity of the remote-free stack of small class `class`: what a cache flush carries, half
 /// the cache bin (`small_batch_cap`, 8 to 64 blocks). A full stack goes home whole, so a
@@ -749,11 +767,14 @@ impl RemoteFrees {
         if !diag::full_checks() {
             return;
         }
-        for (class, &n) in self.counts.iter().enumerate() {
-            diag::invariant(
-                (n as usize) <= remote_cap(class),
-                "a remote-free stack holds more than its capacity",
-            );
+        for (class, (&n, ends)) in self.counts.iter().zip(REMOTE_START.windows(2)).enumerate() {
+            // `windows(2)` gives two-item slices; `REMOTE_START` is the compile-time table (a
+            // call of `remote_cap` here would compute the class size at run time).
+            let cap = match ends {
+                &[start, end] => end - start,
+                _ => 0,
+            };
+            diag::invariant(n <= cap, "a remote-free stack holds more than its capacity");
             diag::invariant(
                 (n > 0) == (self.nonempty & (1 << class) != 0),
                 "a remote-free stack's count disagrees with the non-empty mask",
@@ -765,7 +786,7 @@ impl RemoteFrees {
                 !self.items.is_null(),
                 "a remote-free stack holds blocks without storage",
             );
-            let start = REMOTE_START.get(class).copied().unwrap_or(0) as usize;
+            let start = ends.first().copied().unwrap_or(0) as usize;
             for i in 0..n as usize {
                 // SAFETY: items `start..start + n` of the storage block were written by `push`.
                 let (_, s) = unsafe { *self.items.add(start + i) };
