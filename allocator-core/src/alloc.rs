@@ -345,8 +345,10 @@ pub unsafe fn free(p: *mut u8) {
                 // through the remote-free buffer, never to this thread's cache.
                 // SAFETY: the thread's own live cache.
                 if start && !s.belongs_to(unsafe { (*tc).home_arena }) {
-                    // SAFETY: as above; `slab` holds `p`, an object start.
-                    return unsafe { (*tc).free_remote(p, slab) };
+                    let class = (word >> PAGE_CLASS_SHIFT) as usize;
+                    // SAFETY: as above; `slab` holds `p`, an object start; a slab page's
+                    // word carries its slab's class.
+                    return unsafe { (*tc).free_remote(p, slab, class) };
                 }
                 start
             } else {
@@ -411,8 +413,9 @@ unsafe fn free_cached(p: *mut u8, size: usize) -> bool {
         // `free`.
         // SAFETY: the thread's own live cache.
         if start && !s.belongs_to(unsafe { (*tc).home_arena }) {
-            // SAFETY: as above; `slab` holds `p`, an object start.
-            unsafe { (*tc).free_remote(p, slab) };
+            // SAFETY: as above; `slab` holds `p`, an object start, and the class is the slab
+            // page word's, its slab's class.
+            unsafe { (*tc).free_remote(p, slab, (word >> PAGE_CLASS_SHIFT) as usize) };
             return true;
         }
         start
@@ -579,8 +582,8 @@ pub unsafe fn free_slow(p: *mut u8) {
             if let Owner::Small { slab, .. } = owner {
                 // SAFETY: owner_of returned the live slab holding p, an object start.
                 if unsafe { !(*slab).belongs_to(t.home_arena) } {
-                    // SAFETY: as above.
-                    return unsafe { t.free_remote(p, slab) };
+                    // SAFETY: as above; `owner_of` gave the slab's class.
+                    return unsafe { t.free_remote(p, slab, class) };
                 }
             }
             if t.bins.get(class).is_some_and(|b| b.cap > 0) {

@@ -24,7 +24,7 @@
 
 use crate::diag;
 use crate::list;
-use crate::size_class::{NSMALL, SLAB_OBJS, SLAB_PAGES};
+use crate::size_class::{class_size, compute_slab_pages, NSMALL, SLAB_OBJS, SLAB_PAGES};
 use crate::slab::Slab;
 use core::mem::MaybeUninit;
 use core::ptr::null_mut;
@@ -532,25 +532,123 @@ pub fn for_each_group<T>(
     }
 }
 
-/// Capacity of a thread's remote-free buffer ([`RemoteFrees`]): one batch (the thread
-/// cache's largest bin capacity, `arena::BATCH_MAX`, which `tcache` asserts equal).
-pub const REMOTE_CAP: usize = 128;
+/// The largest small-class batch capacity (`small_batch_cap`): the thread cache's largest bin
+/// capacity, `arena::BATCH_MAX`, which `tcache` asserts equal.
+pub const BATCH_CAP_MAX: usize = 128;
+
+/// Capacity of the thread cache's bin of small class `class` (`tcache::bin_cap`): twice the
+/// objects of one of its slabs, at least 16 and at most `BATCH_CAP_MAX`. A refill takes half
+/// of it, a flush gives back half, and the remote-free stack of the class holds half
+/// (`remote_cap`).
+pub const fn small_batch_cap(class: usize) -> usize {
+    // A table (no division or index that could panic at run time: `tcache::bin_cap` runs
+    // when a cache is created); 0 past the small classes.
+    if class < NSMALL {
+        SMALL_BATCH_CAPS[class] as usize
+    } else {
+        0
+    }
+}
+
+/// `small_batch_cap` per small class, computed at compile time.
+const SMALL_BATCH_CAPS: [u8; NSMALL] = {
+    let mut t = [0u8; NSMALL];
+    let mut i = 0;
+    while i < NSMALL {
+        let objs = compute_slab_pages(i) * crate::os::PAGE / class_size(i);
+        let twice = objs * 2;
+        t[i] = if twice < 16 {
+            16
+        } else if twice > BATCH_CAP_MAX {
+            BATCH_CAP_MAX as u8
+        } else {
+            twice as u8
+        };
+        i += 1;
+    }
+    t
+};
+const _: () = assert!(BATCH_CAP_MAX <= u8::MAX as usize);
+
+/// Capacity of the remote-free stack of small class `class`: what a cache flush carries, half
+/// the cache bin (`small_batch_cap`, 8 to 64 blocks). A full stack goes home whole, so a
+/// remote block goes home in the batch its cache flush would have carried; a larger stack
+/// would park more blocks away from their arena (larson: peak RSS) for fewer bin locks.
+pub const fn remote_cap(class: usize) -> usize {
+    small_batch_cap(class).div_ceil(2)
+}
+
+/// Where each class's stack starts in a remote-free storage block, in items; entry `NSMALL`
+/// is the block's length (`REMOTE_SLOTS`).
+static REMOTE_START: [u16; NSMALL + 1] = {
+    let mut t = [0u16; NSMALL + 1];
+    let mut i = 0;
+    while i < NSMALL {
+        t[i + 1] = t[i] + remote_cap(i) as u16;
+        i += 1;
+    }
+    t
+};
+
+/// Items in a remote-free storage block: the sum of every small class's stack capacity.
+pub const REMOTE_SLOTS: usize = {
+    let mut n = 0;
+    let mut i = 0;
+    while i < NSMALL {
+        n += remote_cap(i);
+        i += 1;
+    }
+    n
+};
+
+/// One buffered remote free: the block and the slab holding it.
+pub type RemoteItem = (*mut u8, *mut Slab);
+
+/// Bytes of a remote-free storage block ([`RemoteFrees::attach`]): 16 per item, 13,504 in all
+/// (as much as the thread cache's own small-class stacks, which hold twice the items at 8 B).
+pub const REMOTE_STORAGE_BYTES: usize = REMOTE_SLOTS * core::mem::size_of::<RemoteItem>();
+
+const _: () = assert!(
+    REMOTE_SLOTS <= u16::MAX as usize,
+    "REMOTE_START counts in u16"
+);
+const _: () = assert!(NSMALL <= 64, "one bit per small class in a u64 mask");
 
 /// Small blocks a thread freed that belong to another arena's bins ("remote" frees), each
-/// with its slab, buffered until they go home in batches ([`RemoteFrees::drain`]: one lock
-/// of the owner's bin per arena and class present). They never reach the freeing thread's
-/// cache, so its next `malloc` cannot return a block another core may be writing next to:
-/// a free from another thread would otherwise hand it memory on a cache line its owner's
-/// neighbouring objects share (passive false sharing, mimalloc-bench's `cache-scratch`).
+/// with its slab, buffered until they go home in batches. They never reach the freeing
+/// thread's cache, so its next `malloc` cannot return a block another core may be writing
+/// next to: a free from another thread would otherwise hand it memory on a cache line its
+/// owner's neighbouring objects share (passive false sharing, mimalloc-bench's
+/// `cache-scratch`).
 ///
-/// The buffer is the thread's own (inside its `Tcache`): no atomics. Invariant: `count <=
-/// REMOTE_CAP`; every item is a block its slab holds and the slab's `arena` is not the
-/// thread's. The slab's bitmap stays the truth: a block here is allocated as far as its slab
-/// knows until it is drained, so a second free of it is caught by the drain's `give_all`
-/// (or by `push` when it repeats the last one).
+/// One stack per small class, of what a cache flush of the class carries (`remote_cap`: half
+/// the cache bin, 8 to 64 blocks): a full stack goes home whole
+/// ([`RemoteFrees::drain_class`]), one lock of the owner's bin per arena present (usually
+/// one), so a thread whose every free is remote (a consumer) takes a bin lock per flush-sized
+/// batch, as its cache flushes did before remote frees had a path of their own. (A single
+/// buffer shared by all classes took a lock per 7-8 blocks in `xmalloc`'s 17 classes; stacks
+/// of the whole bin's capacity cost larson 7 MiB more peak RSS under callgrind, for 0.2%
+/// fewer instructions in `xmalloc`: docs/benchmarks.md.) The stacks live in one storage block of `REMOTE_STORAGE_BYTES`
+/// that the owner attaches at the thread's first remote free (`attach`), so a thread that
+/// frees only its own blocks pays nothing but this header.
+///
+/// The buffer is the thread's own (inside its `Tcache`): no atomics. Invariants: with no
+/// storage every count is 0; `counts[c] <= remote_cap(c)`; bit `c` of `nonempty` is set
+/// exactly when `counts[c] > 0`; every item of stack `c` is a block its slab holds, the slab
+/// is of class `c` and its `arena` is not the thread's. The slab's bitmap stays the truth: a
+/// block here is allocated as far as its slab knows until it is drained, so a second free of
+/// it is caught by the drain's `give_all` (or by `push` when it repeats the last one of its
+/// class).
 pub struct RemoteFrees {
-    items: [(*mut u8, *mut Slab); REMOTE_CAP],
-    count: u32,
+    /// The storage block (`REMOTE_SLOTS` items; class `c`'s stack at `REMOTE_START[c]`), or
+    /// null before `attach`.
+    items: *mut RemoteItem,
+    counts: [u16; NSMALL],
+    /// Bit `c`: stack `c` holds something.
+    nonempty: u64,
+    /// Bit `c`: stack `c` filled up and went home since the last `drain_idle` (it is in use:
+    /// the GC step leaves it alone).
+    busy: u64,
 }
 
 impl Default for RemoteFrees {
@@ -560,135 +658,200 @@ impl Default for RemoteFrees {
 }
 
 impl RemoteFrees {
+    /// Empty, with no storage.
     pub const fn new() -> Self {
         RemoteFrees {
-            items: [(null_mut(), null_mut()); REMOTE_CAP],
-            count: 0,
+            items: null_mut(),
+            counts: [0; NSMALL],
+            nonempty: 0,
+            busy: 0,
         }
     }
 
-    /// Blocks buffered.
+    /// Whether a storage block is attached.
     #[inline]
+    pub fn has_storage(&self) -> bool {
+        !self.items.is_null()
+    }
+
+    /// Gives the buffer its storage block.
+    ///
+    /// # Safety
+    /// `storage` is `REMOTE_STORAGE_BYTES` of writable memory aligned for pointers, used by
+    /// nothing else until `detach` returns it; no storage is attached yet.
+    pub unsafe fn attach(&mut self, storage: *mut u8) {
+        diag::invariant(
+            self.items.is_null(),
+            "a remote-free buffer given a second storage block",
+        );
+        self.items = storage.cast::<RemoteItem>();
+    }
+
+    /// Takes the storage block back (null when none was attached); the buffer must be empty
+    /// (drained), and has no storage afterwards.
+    pub fn detach(&mut self) -> *mut u8 {
+        diag::invariant(
+            self.is_empty(),
+            "a remote-free buffer's storage taken back with blocks in it",
+        );
+        core::mem::replace(&mut self.items, null_mut()).cast::<u8>()
+    }
+
+    /// Blocks buffered (all classes).
+    #[cfg(any(test, loom))]
     pub fn len(&self) -> usize {
-        self.count as usize
+        self.counts.iter().map(|&n| n as usize).sum()
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.nonempty == 0
     }
 
-    /// Buffers `p` (held by `slab`); false when the buffer is full (the caller drains it and
-    /// pushes again). A pointer equal to the last one buffered is an immediate double free:
-    /// it aborts naming the pointer.
+    /// Buffers `p` (held by `slab`, of small class `class`) on its class's stack; false when
+    /// there is no storage or the stack is full (the caller attaches storage or drains the
+    /// class, then pushes again). A pointer equal to the last one on its stack is an
+    /// immediate double free: it aborts naming the pointer.
     ///
     /// # Safety
-    /// `slab` is the live slab holding `p`, an allocated object start of it (`check` and
-    /// `drain` read the slab).
+    /// `slab` is the live slab holding `p`, an allocated object start of it, and `class` is
+    /// the slab's class (`check` and the drains read the slab).
     #[inline]
-    pub unsafe fn push(&mut self, p: *mut u8, slab: *mut Slab) -> bool {
-        let n = self.count as usize;
-        if n > 0 && self.items.get(n - 1).is_some_and(|&(q, _)| q == p) {
-            diag::fatal_ptr(crate::slab::DOUBLE, p);
-        }
-        let Some(slot) = self.items.get_mut(n) else {
-            return false;
+    pub unsafe fn push(&mut self, p: *mut u8, slab: *mut Slab, class: usize) -> bool {
+        let (Some(n), Some(&start), Some(&end)) = (
+            self.counts.get_mut(class),
+            REMOTE_START.get(class),
+            REMOTE_START.get(class + 1),
+        ) else {
+            diag::fatal_index(
+                "a remote free of a class past the small ones",
+                class,
+                NSMALL,
+            )
         };
-        *slot = (p, slab);
-        self.count += 1;
+        let count = *n as usize;
+        if self.items.is_null() || count >= (end - start) as usize {
+            return false;
+        }
+        // SAFETY: `start + count < end <= REMOTE_SLOTS`: inside the storage block, whose
+        // items `0..count` of this stack were written by earlier pushes.
+        unsafe {
+            let top = self.items.add(start as usize + count);
+            if count > 0 && (*top.sub(1)).0 == p {
+                diag::fatal_ptr(crate::slab::DOUBLE, p);
+            }
+            top.write((p, slab));
+        }
+        *n += 1;
+        self.nonempty |= 1 << class;
         true
     }
 
-    /// Empties the buffer: calls `home(arena, class, group)` once per arena and class present,
-    /// where `group` holds that arena's blocks of that class with their slabs (the arena's bin
-    /// of that class flushes them under its lock: `BinState::flush`). The blocks are sorted by
-    /// class with a counting sort (one pass to count, one to place: O(blocks + classes), where
-    /// grouping by `for_each_group` alone cost blocks x classes present, some 70 instructions per
-    /// block in xmalloc's 17 classes), then each class's run grouped by arena (usually one).
+    /// Empties stack `class`: calls `home(arena, class, group)` once per arena present, where
+    /// `group` holds that arena's blocks of the stack with their slabs (the arena's bin of
+    /// that class flushes them under its lock: `BinState::flush`), and marks the class busy.
     ///
     /// # Safety
     /// Every buffered slab is live (a slab holding an allocated block is never released, and
     /// its `arena` and `class` never change while it is live).
-    pub unsafe fn drain(&mut self, mut home: impl FnMut(u32, usize, &mut [(*mut u8, *mut Slab)])) {
-        let n = self.count as usize;
-        self.count = 0;
-        let Some(items) = self.items.get(..n) else {
+    pub unsafe fn drain_class(
+        &mut self,
+        class: usize,
+        mut home: impl FnMut(u32, usize, &mut [RemoteItem]),
+    ) {
+        let (Some(n), Some(&start)) = (self.counts.get_mut(class), REMOTE_START.get(class)) else {
             return;
         };
-        let class_of = |s: *mut Slab| {
+        let count = core::mem::replace(n, 0) as usize;
+        self.nonempty &= !(1u64 << class);
+        self.busy |= 1u64 << class;
+        if count == 0 {
+            return;
+        }
+        // SAFETY: a non-empty stack has storage; items `start..start + count` are inside it
+        // and were written by `push`; nothing else refers to them until the next push.
+        let run = unsafe { core::slice::from_raw_parts_mut(self.items.add(start as usize), count) };
+        for_each_group(
+            run,
             // SAFETY: the contract (live slabs, fields fixed while live).
-            let c = unsafe { (*s).class } as usize;
-            if c >= NSMALL {
-                diag::fatal_index(
-                    "a remote-free block of a class past the small ones",
-                    c,
-                    NSMALL,
-                );
-            }
-            c
-        };
-        // ends[c]: one past the last position of class c in `sorted` once placed.
-        let mut ends = [0u16; NSMALL];
-        for &(_, s) in items {
-            if let Some(e) = ends.get_mut(class_of(s)) {
-                *e += 1;
-            }
-        }
-        let mut total = 0;
-        for e in ends.iter_mut() {
-            total += *e;
-            *e = total;
-        }
-        // Placed from the end of each class's run backwards.
-        let mut next = ends;
-        let mut sorted = [(null_mut(), null_mut()); REMOTE_CAP];
-        for &item in items.iter().rev() {
-            if let Some(pos) = next.get_mut(class_of(item.1)) {
-                *pos -= 1;
-                if let Some(slot) = sorted.get_mut(*pos as usize) {
-                    *slot = item;
-                }
-            }
-        }
-        let mut start = 0;
-        for (class, &end) in ends.iter().enumerate() {
-            let Some(run) = sorted.get_mut(start as usize..end as usize) else {
-                break;
-            };
-            start = end;
-            if run.is_empty() {
-                continue;
-            }
-            for_each_group(
-                run,
-                // SAFETY: the contract (live slabs, fields fixed while live).
-                |&(_, s)| unsafe { (*s).arena },
-                |arena, group| home(arena, class, group),
-            );
-        }
+            |&(_, s)| unsafe { (*s).arena },
+            |arena, group| home(arena, class, group),
+        );
     }
 
-    /// Invariant scan (debug and test builds, `check:full`): the count is in bounds and no
-    /// buffered block belongs to arena `mine`.
+    /// Empties every stack (`drain_class` each non-empty one): thread exit, `flush_all`.
+    ///
+    /// # Safety
+    /// As `drain_class`.
+    pub unsafe fn drain(&mut self, mut home: impl FnMut(u32, usize, &mut [RemoteItem])) {
+        while self.nonempty != 0 {
+            let class = self.nonempty.trailing_zeros() as usize;
+            // SAFETY: forwarded contract.
+            unsafe { self.drain_class(class, &mut home) };
+        }
+        self.busy = 0;
+    }
+
+    /// The GC step's drain: empties the stacks that did not fill up and go home since the
+    /// last call (a stack in use drains itself when full; an idle one waits at most two
+    /// calls), then forgets which did.
+    ///
+    /// # Safety
+    /// As `drain_class`.
+    pub unsafe fn drain_idle(&mut self, mut home: impl FnMut(u32, usize, &mut [RemoteItem])) {
+        let mut idle = self.nonempty & !self.busy;
+        while idle != 0 {
+            let class = idle.trailing_zeros() as usize;
+            idle &= idle - 1;
+            // SAFETY: forwarded contract.
+            unsafe { self.drain_class(class, &mut home) };
+        }
+        self.busy = 0;
+    }
+
+    /// Invariant scan (debug and test builds, `check:full`): counts in bounds and matching
+    /// the mask, and every buffered block of its stack's class and not of arena `mine`.
     pub fn check(&self, mine: u32) {
         if !diag::full_checks() {
             return;
         }
-        diag::invariant(
-            self.len() <= REMOTE_CAP,
-            "a remote-free buffer holds more than its capacity",
-        );
-        for &(_, s) in self.items.iter().take(self.len()) {
-            // SAFETY: buffered slabs are live (see `drain`).
+        for (class, (&n, ends)) in self.counts.iter().zip(REMOTE_START.windows(2)).enumerate() {
+            // `windows(2)` gives two-item slices; `REMOTE_START` is the compile-time table (a
+            // call of `remote_cap` here would compute the class size at run time).
+            let cap = match ends {
+                &[start, end] => end - start,
+                _ => 0,
+            };
+            diag::invariant(n <= cap, "a remote-free stack holds more than its capacity");
             diag::invariant(
-                unsafe { (*s).arena } != mine,
-                "a remote-free buffer holds a block of the thread's own arena",
+                (n > 0) == (self.nonempty & (1 << class) != 0),
+                "a remote-free stack's count disagrees with the non-empty mask",
             );
+            if n == 0 {
+                continue;
+            }
+            diag::invariant(
+                !self.items.is_null(),
+                "a remote-free stack holds blocks without storage",
+            );
+            let start = ends.first().copied().unwrap_or(0) as usize;
+            for i in 0..n as usize {
+                // SAFETY: items `start..start + n` of the storage block were written by `push`.
+                let (_, s) = unsafe { *self.items.add(start + i) };
+                // SAFETY: buffered slabs are live (see `drain_class`).
+                let (arena, slab_class) = unsafe { ((*s).arena, (*s).class as usize) };
+                diag::invariant(
+                    arena != mine,
+                    "a remote-free buffer holds a block of the thread's own arena",
+                );
+                diag::invariant(
+                    slab_class == class,
+                    "a remote-free stack holds a block of another class",
+                );
+            }
         }
     }
 }
-
-const _: () = assert!(REMOTE_CAP <= u16::MAX as usize, "drain counts in u16");
 
 #[cfg(all(test, not(loom)))]
 mod tests {
@@ -835,6 +998,79 @@ mod tests {
         released.dedup();
         assert_eq!(released.len(), made.len());
         for s in made {
+            // SAFETY: every test slab came from Box::into_raw and is no longer used.
+            drop(unsafe { Box::from_raw(s) });
+        }
+    }
+
+    /// The remote stacks: a block goes on its class's stack, a full stack refuses the next
+    /// push, `drain_class` sends one class home grouped by arena, and the GC step's
+    /// `drain_idle` leaves a class that went home full since the last step and takes the
+    /// others; `drain` takes everything.
+    #[test]
+    fn remote_stacks_fill_per_class_and_drain_by_class() {
+        let (c8, c64) = (class_of(8), class_of(64));
+        // Two arenas' slabs (1 and 2) of each class; the thread's own arena is 0.
+        let slabs: Vec<*mut Slab> = [(c8, 1), (c8, 2), (c64, 1)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(c, arena))| {
+                let s = new_slab(0x100000 + i * 0x10000, c);
+                // SAFETY: a fresh test slab.
+                unsafe { (*s).arena = arena };
+                s
+            })
+            .collect();
+        let mut storage = std::vec![0u64; REMOTE_STORAGE_BYTES / 8];
+        let mut remote = RemoteFrees::new();
+        // SAFETY: test slabs are live; the pointers are never dereferenced.
+        assert!(!unsafe { remote.push(0x100000 as *mut u8, slabs[0], c8) });
+        // SAFETY: REMOTE_STORAGE_BYTES of aligned memory, the buffer's alone.
+        unsafe { remote.attach(storage.as_mut_ptr().cast()) };
+        let cap8 = remote_cap(c8);
+        for i in 0..cap8 {
+            let slab = slabs[i % 2];
+            let p = (0x100000 + (i % 2) * 0x10000 + 8 * i) as *mut u8;
+            // SAFETY: as above.
+            assert!(unsafe { remote.push(p, slab, c8) }, "push {i}");
+        }
+        // SAFETY: as above.
+        assert!(!unsafe { remote.push(0x100008 as *mut u8, slabs[0], c8) });
+        // SAFETY: as above.
+        assert!(unsafe { remote.push(0x120000 as *mut u8, slabs[2], c64) });
+        assert_eq!(remote.len(), cap8 + 1);
+        remote.check(0);
+        let mut homes = Vec::new();
+        let mut home = |arena: u32, class: usize, group: &mut [RemoteItem]| {
+            // SAFETY: test slabs are live.
+            assert!(group.iter().all(|&(_, s)| unsafe { (*s).arena } == arena));
+            homes.push((arena, class, group.len()));
+        };
+        // SAFETY: test slabs are live.
+        unsafe { remote.drain_class(c8, &mut home) };
+        homes.sort();
+        assert_eq!(homes, [(1, c8, cap8 / 2), (2, c8, cap8 / 2)]);
+        assert_eq!(remote.len(), 1);
+        // The 8 B class went home full: the GC step leaves it, takes the idle 64 B one.
+        // SAFETY: as above.
+        assert!(unsafe { remote.push(0x100010 as *mut u8, slabs[0], c8) });
+        let mut homes = Vec::new();
+        // SAFETY: as above.
+        unsafe { remote.drain_idle(|a, c, g| homes.push((a, c, g.len()))) };
+        assert_eq!(homes, [(1, c64, 1)]);
+        // At the next step the 8 B class is idle.
+        homes.clear();
+        // SAFETY: as above.
+        unsafe { remote.drain_idle(|a, c, g| homes.push((a, c, g.len()))) };
+        assert_eq!(homes, [(1, c8, 1)]);
+        assert!(remote.is_empty());
+        // SAFETY: as above.
+        assert!(unsafe { remote.push(0x120010 as *mut u8, slabs[2], c64) });
+        // SAFETY: as above.
+        unsafe { remote.drain(|_, _, _| {}) };
+        assert!(remote.is_empty());
+        assert_eq!(remote.detach(), storage.as_mut_ptr().cast::<u8>());
+        for s in slabs {
             // SAFETY: every test slab came from Box::into_raw and is no longer used.
             drop(unsafe { Box::from_raw(s) });
         }

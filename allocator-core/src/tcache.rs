@@ -6,10 +6,12 @@
 //! program has not needed the arena for since the last pass.
 //!
 //! A small block of a slab of another arena (freed by this thread, allocated by a thread of
-//! another arena) is not cached: it goes to the thread's remote-free buffer (`remote`,
-//! `bin::RemoteFrees`), which hands its blocks back to their own arenas' bins in batches when
-//! full, at each GC step, on `flush_all` and at thread exit, so this thread's `malloc` never
-//! returns a block whose neighbours another core is writing.
+//! another arena) is not cached: it goes to the thread's remote-free stack of its class
+//! (`remote`, `bin::RemoteFrees`, as many blocks as a flush of that class's bin), which hands
+//! its blocks back to their own arenas' bins in one batch when full, at a GC step when idle,
+//! on `flush_all` and at thread exit, so this thread's `malloc` never returns a block whose
+//! neighbours another core is writing. The remote stacks' storage (`bin::REMOTE_STORAGE_BYTES`)
+//! is taken from the base at the thread's first remote free and returned at its exit.
 //!
 //! The stacks live in one metadata block after the `Tcache` header (`items`), never in user
 //! memory.
@@ -23,7 +25,7 @@ use crate::slab::Slab;
 use core::mem::MaybeUninit;
 use core::ptr::null_mut;
 
-const _: () = assert!(bin::REMOTE_CAP == crate::arena::BATCH_MAX);
+const _: () = assert!(bin::BATCH_CAP_MAX == crate::arena::BATCH_MAX);
 
 /// Classes a thread cache may hold: every small and large class.
 pub const NBINS: usize = HUGE_FIRST;
@@ -84,7 +86,8 @@ pub struct Tcache {
     // ---- end of heap profiling fields.
     /// The arena this thread allocates from (`set_arena` changes it with `home_arena`).
     pub arena: *const Arena,
-    /// Small blocks of other arenas freed by this thread, on their way home.
+    /// Small blocks of other arenas freed by this thread, on their way home (one stack per
+    /// small class; storage attached at the first remote free).
     remote: RemoteFrees,
     /// Bytes of the whole metadata block (header and stacks).
     block_bytes: usize,
@@ -98,31 +101,13 @@ pub const fn bin_cap(class: usize, tcache_max: usize) -> usize {
         return 0;
     }
     if is_small(class) {
-        let twice = SLAB_OBJS_CONST[class] as usize * 2;
-        if twice < 16 {
-            16
-        } else if twice > CAP_MAX {
-            CAP_MAX
-        } else {
-            twice
-        }
+        bin::small_batch_cap(class)
     } else if class_size(class) <= 64 << 10 {
         16
     } else {
         4
     }
 }
-
-/// `SLAB_OBJS` as a const table (statics cannot be read in `const fn`).
-const SLAB_OBJS_CONST: [u16; NSMALL] = {
-    let mut t = [0u16; NSMALL];
-    let mut i = 0;
-    while i < NSMALL {
-        t[i] = (compute_slab_pages(i) * crate::os::PAGE / class_size(i)) as u16;
-        i += 1;
-    }
-    t
-};
 
 /// The bin of `class` in `bins`; aborts on a class no bin holds (corrupt metadata: callers
 /// pass classes of cached blocks, all below `NBINS`).
@@ -187,6 +172,10 @@ impl Tcache {
         unsafe {
             let t = &mut *tc;
             t.flush_all();
+            let storage = t.remote.detach();
+            if !storage.is_null() {
+                BASE.free(storage, bin::REMOTE_STORAGE_BYTES);
+            }
             BASE.free(tc as *mut u8, t.block_bytes);
         }
     }
@@ -292,37 +281,76 @@ impl Tcache {
         self.home_chunk = 0;
     }
 
-    /// Buffers `p`, a small block of `slab`, an arena's other than this thread's, to go home
-    /// in a batch (draining the buffer first when it is full): `free`'s path for a block
-    /// another thread allocated.
+    /// Buffers `p`, a small block of `slab` (of small class `class`), an arena's other than
+    /// this thread's, on its class's remote stack to go home in a batch (draining the stack
+    /// first when it is full; taking the stacks' storage from the base at the first remote
+    /// free): `free`'s path for a block another thread allocated.
     ///
     /// # Safety
-    /// `slab` is the live slab holding `p`, and `p` is an object start of it, not free.
+    /// `slab` is the live slab holding `p`, `p` is an object start of it, not free, and
+    /// `class` is the slab's class.
     #[cold]
     #[inline(never)]
-    pub unsafe fn free_remote(&mut self, p: *mut u8, slab: *mut crate::slab::Slab) {
+    pub unsafe fn free_remote(&mut self, p: *mut u8, slab: *mut Slab, class: usize) {
         // SAFETY: the contract.
-        if unsafe { self.remote.push(p, slab) } {
+        if unsafe { self.remote.push(p, slab, class) } {
             return;
         }
-        self.remote_flush();
-        // Room after the drain: this push cannot fail.
         // SAFETY: the contract.
-        let _ = unsafe { self.remote.push(p, slab) };
+        unsafe { self.free_remote_slow(p, slab, class) }
     }
 
-    /// Hands every buffered remote free back to its own arena's bin, one bin lock per arena
-    /// and class present.
+    /// `free_remote` when the push failed: a full stack or no storage yet. (Out of line, the
+    /// push alone saves and restores fewer registers: xmalloc's consumer frees every block
+    /// remotely.)
+    ///
+    /// # Safety
+    /// As `free_remote`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_remote_slow(&mut self, p: *mut u8, slab: *mut Slab, class: usize) {
+        if self.remote.has_storage() {
+            self.remote_drain_class(class);
+        } else {
+            let storage = BASE.alloc(bin::REMOTE_STORAGE_BYTES);
+            if storage.is_null() {
+                // No metadata memory: the block goes home alone (one bin lock per block), and
+                // the attach is tried again at the next remote free.
+                // Relaxed: only one caller may win the swap; nothing is published by it.
+                if !REMOTE_NO_STORAGE_WARNED.swap(true, crate::sync::Ordering::Relaxed) {
+                    crate::diag::warn(
+                        "no metadata memory for a thread's remote-free stacks; its frees of \
+                         other arenas' blocks go home one at a time (warned once)",
+                    );
+                }
+                // SAFETY: `slab` is live (the contract), so its arena is a registered one.
+                let home = unsafe { (*slab).arena } as usize;
+                return crate::registry::arena(home).bin_flush_slabs(class, &[(p, slab)]);
+            }
+            // SAFETY: fresh base memory of `REMOTE_STORAGE_BYTES`, 64-byte aligned, this
+            // thread's until `destroy` detaches it; no storage was attached.
+            unsafe { self.remote.attach(storage) };
+        }
+        // Room after the drain or the attach: this push cannot fail.
+        // SAFETY: the contract.
+        let _ = unsafe { self.remote.push(p, slab, class) };
+    }
+
+    /// Hands every buffered remote free back to its own arena's bin, one bin lock per class
+    /// and arena present.
     pub fn remote_flush(&mut self) {
         self.remote.check(self.home_arena);
         // SAFETY: every buffered slab holds a block freed to it and not yet returned, so it
         // is live (`free_remote`'s contract) and, grouped by its arena and class, one that
         // arena's bin of that class owns (`bin_flush_slabs`'s contract).
-        unsafe {
-            self.remote.drain(|home, class, group| {
-                crate::registry::arena(home as usize).bin_flush_slabs(class, group)
-            })
-        };
+        unsafe { self.remote.drain(remote_home) };
+    }
+
+    /// Hands remote stack `class` (full) home: one bin lock per arena present.
+    fn remote_drain_class(&mut self, class: usize) {
+        self.remote.check(self.home_arena);
+        // SAFETY: as in `remote_flush`.
+        unsafe { self.remote.drain_class(class, remote_home) };
     }
 
     /// One GC step every `GC_EVERY` slow-path events: visit the next bin that holds
@@ -333,10 +361,13 @@ impl Tcache {
             return;
         }
         self.gc_ticks = 0;
-        // Remote frees wait at most one GC period (a thread that freed a few and went on
-        // allocating from its cache would otherwise keep them until it exits).
+        // Remote frees wait at most two GC periods (a thread that freed a few and went on
+        // allocating from its cache would otherwise keep them until it exits); a stack that
+        // filled and went home since the last step is in use and left to fill again.
         if !self.remote.is_empty() {
-            self.remote_flush();
+            self.remote.check(self.home_arena);
+            // SAFETY: as in `remote_flush`.
+            unsafe { self.remote.drain_idle(remote_home) };
         }
         for _ in 0..NBINS {
             let c = self.gc_next as usize;
@@ -369,6 +400,16 @@ impl Tcache {
         }
         self.remote.check(self.home_arena);
     }
+}
+
+/// Set by the first thread that found no metadata memory for its remote-free stacks (the
+/// fallback's one warning).
+static REMOTE_NO_STORAGE_WARNED: crate::sync::plain::AtomicBool =
+    crate::sync::plain::AtomicBool::new(false);
+
+/// Where a drained group of remote frees goes: its arena's bin of its class.
+fn remote_home(home: u32, class: usize, group: &mut [(*mut u8, *mut Slab)]) {
+    crate::registry::arena(home as usize).bin_flush_slabs(class, group)
 }
 
 /// Returns `items` (all of class `class`, possibly from several arenas) to their arenas,
@@ -443,8 +484,16 @@ mod tests {
         assert_eq!(bin_cap(class_of(32 << 10), 32 << 10), 16);
         assert_eq!(bin_cap(class_of(40 << 10), 32 << 10), 0);
         assert_eq!(bin_cap(class_of(64), 0), 0);
-        for c in 0..NSMALL {
-            assert_eq!(SLAB_OBJS_CONST[c], SLAB_OBJS[c]);
+        for (c, &objs) in SLAB_OBJS.iter().enumerate() {
+            let twice = (objs as usize * 2).clamp(16, CAP_MAX);
+            assert_eq!(bin_cap(c, usize::MAX), twice);
         }
+        // The remote stacks' storage: one flush's batch per small class (half the cache
+        // bin), 16 B per block (the block and its slab); docs/architecture.md quotes it.
+        let small_slots: usize = (0..NSMALL)
+            .map(|c| bin_cap(c, usize::MAX).div_ceil(2))
+            .sum();
+        assert_eq!(bin::REMOTE_SLOTS, small_slots);
+        assert_eq!(bin::REMOTE_STORAGE_BYTES, 13_504);
     }
 }

@@ -137,8 +137,9 @@ pub mod slab {
     pub use crate::slab::Slab;
 }
 
-/// `crate::bin` (loom builds only).
-#[cfg(loom)]
+/// `crate::bin` (the remote-free buffer and the bin itself in loom builds only).
 pub mod bin {
-    pub use crate::bin::{for_each_group, BinState, RemoteFrees};
+    pub use crate::bin::remote_cap;
+    #[cfg(loom)]
+    pub use crate::bin::{for_each_group, BinState, RemoteFrees, REMOTE_STORAGE_BYTES};
 }

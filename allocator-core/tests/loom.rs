@@ -25,7 +25,7 @@
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p hugealloc --release --test loom`
 #![cfg(loom)]
 
-use hugealloc::testing::bin::{for_each_group, BinState, RemoteFrees};
+use hugealloc::testing::bin::{for_each_group, BinState, RemoteFrees, REMOTE_STORAGE_BYTES};
 use hugealloc::testing::chunk::{PageChunk, PAGE_PURGING};
 use hugealloc::testing::pagemap::{Leaf, LeafSource, Pagemap, TAG_EXTENT, TAG_PAGES};
 use hugealloc::testing::registry::{self, Slots};
@@ -376,6 +376,12 @@ fn remote_buffer_hands_blocks_home() {
                 // Thread 1's cache (one class) and remote buffer.
                 let mut cache: Vec<*mut u8> = Vec::new();
                 let mut remote = Box::new(RemoteFrees::new());
+                // Its stacks' storage, as `Tcache::free_remote` takes it at the first remote
+                // free (u64s: aligned for pointers).
+                let mut storage = vec![0u64; REMOTE_STORAGE_BYTES / 8];
+                // SAFETY: `REMOTE_STORAGE_BYTES` of writable memory aligned for pointers, the
+                // buffer's alone until `detach`.
+                unsafe { remote.attach(storage.as_mut_ptr().cast()) };
                 let mut own = [std::ptr::null_mut(); 1];
                 // SAFETY: pool slabs are live, of the bin's class, handed out once each.
                 assert_eq!(
@@ -390,7 +396,7 @@ fn remote_buffer_hands_blocks_home() {
                         cache.push(p);
                     } else {
                         // SAFETY: `slab` is the live pool slab holding p, allocated.
-                        assert!(unsafe { remote.push(p, slab) });
+                        assert!(unsafe { remote.push(p, slab, class) });
                     }
                 }
                 assert_eq!(remote.len(), 1);
@@ -412,18 +418,19 @@ fn remote_buffer_hands_blocks_home() {
                     !got.contains(&a1),
                     "the freeing thread got the remote block"
                 );
-                // The drain (a full buffer, a GC step or thread exit), then thread exit's.
-                for _ in 0..2 {
-                    // SAFETY: buffered slabs are live pool slabs.
-                    unsafe {
-                        remote.drain(|home, c, group| {
-                            assert_eq!(c, class);
-                            // SAFETY: grouped by arena: each slab is one of that bin's.
-                            bins[home as usize].lock().flush(group, |_| {}).unwrap();
-                        })
-                    };
-                }
+                // The drain of the class's stack (a full stack or a GC step), then thread
+                // exit's drain of every stack.
+                let mut home = |home: u32, c: usize, group: &mut [(*mut u8, *mut Slab)]| {
+                    assert_eq!(c, class);
+                    // SAFETY: grouped by arena: each slab is one of that bin's.
+                    unsafe { bins[home as usize].lock().flush(group, |_| {}) }.unwrap();
+                };
+                // SAFETY: buffered slabs are live pool slabs.
+                unsafe { remote.drain_class(class, &mut home) };
+                // SAFETY: as above.
+                unsafe { remote.drain(&mut home) };
                 assert!(remote.is_empty());
+                assert_eq!(remote.detach(), storage.as_mut_ptr().cast());
                 // Thread 1's own blocks go back to its own bin.
                 let items: Vec<_> = got
                     .iter()

@@ -1,5 +1,5 @@
 //! Remote frees go home: a small block freed by a thread of another arena is not handed back
-//! by that thread's own allocations (it goes to its remote-free buffer, then to its owner's
+//! by that thread's own allocations (it goes to its remote-free stack, then to its owner's
 //! bin), and its owner reuses it. Each test binds its threads to arenas it creates, so tests
 //! running at once in this binary do not share bins.
 
@@ -124,9 +124,9 @@ fn small_ndalloc(i: usize) -> u64 {
     stat(&format!("stats.arenas.{i}.small.ndalloc"))
 }
 
-/// A thread that frees more remote blocks than its buffer holds (128) sends them home in
-/// batches while it runs, the rest when it exits; none comes back through its own
-/// allocations.
+/// A thread that frees more remote blocks than its remote stack of their class holds (64 for
+/// 8 B) sends them home in batches while it runs, the rest when it exits; none comes back
+/// through its own allocations.
 #[test]
 fn a_full_remote_buffer_goes_home_while_the_thread_runs() {
     const N: usize = 1000;
@@ -174,8 +174,15 @@ fn bin_ndalloc(i: usize, j: usize) -> u64 {
     stat(&format!("stats.arenas.{i}.bins.{j}.ndalloc"))
 }
 
-/// Remote frees of several classes, interleaved, go home each to its own class's bin (the
-/// drain sorts the buffer by class).
+/// Flushes into arena `i`'s bin of class `j` (`stats.arenas.<i>.bins.<j>.nflushes`).
+fn bin_nflushes(i: usize, j: usize) -> u64 {
+    stat(&format!("stats.arenas.{i}.bins.{j}.nflushes"))
+}
+
+/// Remote frees of several classes, interleaved, go home each to its own class's bin (each
+/// class has a remote stack of its own), a whole stack per bin lock: the owner's bin of each
+/// class sees one flush per `remote_cap` blocks of it, as a cache flush would bring (a
+/// buffer shared by the classes, drained whole when full, brought a few blocks per flush).
 #[test]
 fn remote_frees_of_mixed_classes_go_to_their_own_bins() {
     const SIZES: [usize; 5] = [8, 512, 64, 16, 256];
@@ -184,6 +191,7 @@ fn remote_frees_of_mixed_classes_go_to_their_own_bins() {
         let owner = own_arena();
         let classes = SIZES.map(hugealloc::testing::size_class::class_of);
         let before = classes.map(|j| bin_ndalloc(owner, j));
+        let flushes_before = classes.map(|j| bin_nflushes(owner, j));
         let handed: Vec<usize> = (0..N).map(|i| malloc(SIZES[i % 5]) as usize).collect();
         std::thread::spawn(move || {
             own_arena();
@@ -203,6 +211,13 @@ fn remote_frees_of_mixed_classes_go_to_their_own_bins() {
                 bin_ndalloc(owner, j) - before[k],
                 (N / 5) as u64,
                 "class of {} B",
+                SIZES[k]
+            );
+            let cap = hugealloc::testing::bin::remote_cap(j);
+            assert_eq!(
+                bin_nflushes(owner, j) - flushes_before[k],
+                (N / 5).div_ceil(cap) as u64,
+                "flushes of the class of {} B (batches of {cap})",
                 SIZES[k]
             );
         }

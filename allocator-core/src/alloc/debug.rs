@@ -237,8 +237,8 @@ pub(super) fn free_debug_cached(owner: Owner, p: *mut u8, debug: u8) {
         // SAFETY: owner_of returned the live slab holding p; free_check checked that p is an
         // object start, not free.
         if unsafe { !(*slab).belongs_to(t.home_arena) } {
-            // SAFETY: as above.
-            return unsafe { t.free_remote(p, slab) };
+            // SAFETY: as above; `owner_of` gave the slab's class.
+            return unsafe { t.free_remote(p, slab, class) };
         }
     }
     t.push(class, p);
