@@ -64,11 +64,13 @@ pub struct Arena {
     /// When the bins last gave back their idle kept empty slabs (ms; `bins_decay`).
     bins_decay_ms: AtomicU64,
     pub nthreads: AtomicUsize,
-    /// Bit `c` set: bin `c` keeps an empty slab (`BinState::has_kept`). Written only under
-    /// bin `c`'s lock and only when that changes (`kept_note`), so the bit is exact while
-    /// nobody holds that lock; read without it as a hint by `slab_borrow`, which then
-    /// try-locks the bin. A cache line of its own: the bins' locks and the arena's other
-    /// fields are not next to it.
+    /// Bit `c` set: bin `c` may keep an empty slab (`BinState::has_kept`); clear: it keeps
+    /// none. Written only under bin `c`'s lock and only when that changes (`kept_note`):
+    /// set by the flush that keeps a slab, cleared by a borrower that finds none (and by
+    /// decay and purge), not by the refill that takes the last one, so a batch loop's
+    /// refills and flushes do not write it each time. Read without the lock as a hint by
+    /// `slab_borrow`, which then try-locks the bin. A cache line of its own: the bins' locks
+    /// and the arena's other fields are not next to it.
     kept: KeptBins,
     pub(crate) bins: [Mutex<BinState>; NSMALL],
     /// Held by the one purge pass of this arena running (rank 2b); `fork` prepare takes it, so
@@ -312,7 +314,9 @@ impl Arena {
                 self.slab_new(class)
             })
         };
-        self.kept_note(class, &mut bin);
+        // No `kept_note`: a fill only takes kept slabs, and a bit left set is a hint the next
+        // borrower corrects (one `try_lock`), where clearing it here cost an atomic write per
+        // refill in a batch loop (the flush after it set it again).
         drop(bin);
         if grew {
             self.maybe_decay();
