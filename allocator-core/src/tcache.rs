@@ -387,19 +387,21 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
             // Not zeroed first: 2 KiB of stores per flush cost more than the pointers' own
             // lookups when a flush is a few dozen objects.
             let mut buf = [MaybeUninit::<(*mut u8, *mut Slab)>::uninit(); CAP_MAX];
-            let mut n = 0;
-            for (slot, &p) in buf.iter_mut().zip(batch.iter()) {
-                slot.write((p, arena::slab_of(p, class)));
-                n += 1;
-            }
-            // SAFETY: the first `n <= CAP_MAX` slots were written just above.
+            let (n, home) = slabs_of(class, batch, &mut buf);
+            // SAFETY: `slabs_of` wrote the first `n <= CAP_MAX` slots.
             let pairs = unsafe { bin::init_prefix(&mut buf, n) };
-            bin::for_each_group(
-                pairs,
-                // SAFETY: slab_of returned live slabs.
-                |&(_, s)| unsafe { (*s).arena },
-                |home, group| crate::registry::arena(home as usize).bin_flush_slabs(class, group),
-            );
+            match home {
+                // One arena (the common case): no grouping pass.
+                Some(home) => crate::registry::arena(home as usize).bin_flush_slabs(class, pairs),
+                None => bin::for_each_group(
+                    pairs,
+                    // SAFETY: slab_of returned live slabs.
+                    |&(_, s)| unsafe { (*s).arena },
+                    |home, group| {
+                        crate::registry::arena(home as usize).bin_flush_slabs(class, group)
+                    },
+                ),
+            }
         } else {
             // (chunk, page) of each large block, looked up and checked once.
             let mut buf = [MaybeUninit::<(*mut PageChunk, usize)>::uninit(); CAP_MAX];
@@ -430,6 +432,44 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
             );
         }
     }
+}
+
+/// Writes `(p, slab holding p)` for each of `items` (cached blocks of small class `class`) to
+/// the front of `buf`; returns how many and, when every slab is one arena's, that arena.
+///
+/// A flush hands back blocks a refill took from one slab in address order, so a block usually
+/// lies in the slab of the block before it: then a subtract and a compare against that slab's
+/// object area find it, with no pagemap walk (`arena::slab_of`: the pagemap's entry, the page's
+/// word, the class check) and no load of its arena. That is exact: a slab's pages belong to it
+/// alone while it is live, and it stays live through the flush (it holds the cached blocks,
+/// which are not free); its `addr` and `span` are written once, before the pagemap names it.
+/// Whether a pointer is an object start (and not free already) is checked at the bin
+/// (`Slab::give_all`), as for every other block.
+#[inline]
+fn slabs_of(
+    class: usize,
+    items: &[*mut u8],
+    buf: &mut [MaybeUninit<(*mut u8, *mut Slab)>; CAP_MAX],
+) -> (usize, Option<u32>) {
+    // The last slab looked up, its object area `lo..lo + span` (0 bytes before the first).
+    let (mut slab, mut lo, mut span) = (null_mut::<Slab>(), 0usize, 0usize);
+    let (mut home, mut one_arena) = (u32::MAX, true);
+    let mut n = 0;
+    for (slot, &p) in buf.iter_mut().zip(items.iter()) {
+        if (p as usize).wrapping_sub(lo) >= span {
+            slab = arena::slab_of(p, class);
+            // SAFETY: slab_of returns the live slab holding `p` (it aborts otherwise).
+            let s = unsafe { &*slab };
+            (lo, span) = (s.addr, s.span as usize);
+            if n == 0 {
+                home = s.arena;
+            }
+            one_arena &= s.arena == home;
+        }
+        slot.write((p, slab));
+        n += 1;
+    }
+    (n, one_arena.then_some(home))
 }
 
 #[cfg(test)]
