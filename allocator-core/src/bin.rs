@@ -273,16 +273,15 @@ impl BinState {
         self.check_amortised();
         let mut rest = items;
         while let Some(&(_, slab)) = rest.first() {
-            let run = rest.iter().take_while(|&&(_, s)| s == slab).count();
-            // `run <= rest.len()`; `_checked` keeps the split free of a panic site.
-            let (group, tail) = rest.split_at_checked(run).unwrap_or((rest, &[]));
-            rest = tail;
             // SAFETY: the contract: each pointer's live slab of this bin, under its lock.
             let s = unsafe { &mut *slab };
             let was_full = s.is_full();
-            s.give_all(group.iter().map(|&(p, _)| p))?;
+            // The run of `slab` at the front of `rest`: at least its first item.
+            let run = s.give_all(slab, rest)?;
+            // `run <= rest.len()`; `get` keeps the split free of a panic site.
+            rest = rest.get(run..).unwrap_or(&[]);
             s.check();
-            self.stats.nfree += group.len() as u64;
+            self.stats.nfree += run as u64;
             if slab == self.current {
                 continue;
             }
