@@ -106,7 +106,12 @@ pub const fn bin_cap(class: usize, tcache_max: usize) -> usize {
     }
     if is_small(class) {
         let by_slab = SLAB_OBJS_CONST[class] as usize * 2;
-        let by_bytes = SMALL_BIN_BYTES / class_size(class);
+        // `checked_div`: a class size is never 0, but a plain divide is a panic site
+        // (`tests/no_panic`).
+        let by_bytes = match SMALL_BIN_BYTES.checked_div(class_size(class)) {
+            Some(n) => n,
+            None => 0,
+        };
         let want = if by_slab > by_bytes {
             by_slab
         } else {
