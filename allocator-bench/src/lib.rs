@@ -45,8 +45,9 @@ usage: hugealloc-bench [SUBCOMMAND] [N] [--flag VALUE]...
   purge-latency [MS=2000]      malloc/free latency while another thread frees and purges
   cfrac espresso larson xmalloc cache-scratch cache-thrash mstress rptest sh6bench
   sh8bench realloc [SIZE]      the benchmark suite (--threads N where threaded)
-  pairs [N=1000000]            --bytes 64 --via c|rust --free plain|sized|sdallocx: malloc+free
-                               pairs (for callgrind; --free with --via c)
+  pairs [N=1000000]            --bytes 64 --via c|rust --free plain|sized|sdallocx --batch 1:
+                               N malloc+free, K allocated then freed at a time (for callgrind;
+                               --free with --via c)
   spawn FILE [K=V]... -- PROG  run PROG, write its wall ms, peak RSS KiB, minor faults
   compare                      --reps 3 --only w1,w2 --size-scale X --out DIR --no-warmup
                                --allocators a1,a2
@@ -76,7 +77,7 @@ fn run(global_allocator: global::Global) -> Result<(), String> {
         "bigbuf" => &["mib", "type"],
         "scipp" => &["rounds", "reps", "chase-mib", "chase-steps"],
         "frag" => &["keep", "wait-ms"],
-        "pairs" => &["bytes", "via", "free"],
+        "pairs" => &["bytes", "via", "free", "batch"],
         "purge-latency" => &[],
         _ => match suite {
             Some(w) => w.flags,

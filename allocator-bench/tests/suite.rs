@@ -105,6 +105,25 @@ fn pairs_counts_its_pairs() {
 }
 
 #[test]
+fn pairs_in_batches_holds_a_batch_at_once() {
+    // 1,050 blocks, 100 at a time: the first batch's 100 pointers are live together, so all
+    // distinct (a loop that freed each block at once would see one pointer again and again).
+    for via in ["c", "rust"] {
+        let out = run(
+            WORKLOADS,
+            &[
+                "pairs", "1050", "--bytes", "256", "--batch", "100", "--via", via,
+            ],
+        );
+        let r = result_line(&out);
+        assert!(
+            r.contains("size=1050") && r.contains("batch=100") && r.contains("distinct=100"),
+            "{via}: {r}"
+        );
+    }
+}
+
+#[test]
 fn spawn_measures_and_passes_the_status_on() {
     let dir = std::env::temp_dir().join(format!("hugealloc-spawn-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

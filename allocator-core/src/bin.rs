@@ -279,16 +279,15 @@ impl BinState {
         self.check_amortised();
         let mut rest = items;
         while let Some(&(_, slab)) = rest.first() {
-            let run = rest.iter().take_while(|&&(_, s)| s == slab).count();
-            // `run <= rest.len()`; `_checked` keeps the split free of a panic site.
-            let (group, tail) = rest.split_at_checked(run).unwrap_or((rest, &[]));
-            rest = tail;
             // SAFETY: the contract: each pointer's live slab of this bin, under its lock.
             let s = unsafe { &mut *slab };
             let was_full = s.is_full();
-            s.give_all(group.iter().map(|&(p, _)| p))?;
+            // The run of `slab` at the front of `rest`: at least its first item.
+            let run = s.give_all(slab, rest)?;
+            // `run <= rest.len()`; `get` keeps the split free of a panic site.
+            rest = rest.get(run..).unwrap_or(&[]);
             s.check();
-            self.stats.nfree += group.len() as u64;
+            self.stats.nfree += run as u64;
             if slab == self.current {
                 continue;
             }
@@ -536,10 +535,17 @@ pub fn for_each_group<T>(
 /// capacity, `arena::BATCH_MAX`, which `tcache` asserts equal.
 pub const BATCH_CAP_MAX: usize = 128;
 
+/// A small class's cache bin holds at least this many bytes of blocks (within
+/// 16..=`BATCH_CAP_MAX` blocks): twice a slab's objects alone gave a 256-byte class 32 slots,
+/// so a refill and a flush (a bin lock each) every 16 blocks; with this budget it holds 64 and
+/// moves 32 at a time (callgrind, a batch of 1,000 blocks of 256 B: 222 -> 206 instructions
+/// per block; docs/benchmarks.md, "Session 8, F8"). Classes of 512 B and up keep twice a
+/// slab's objects.
+pub const SMALL_BIN_BYTES: usize = 16 << 10;
+
 /// Capacity of the thread cache's bin of small class `class` (`tcache::bin_cap`): twice the
-/// objects of one of its slabs, at least 16 and at most `BATCH_CAP_MAX`. A refill takes half
-/// of it, a flush gives back half, and the remote-free stack of the class holds half
-/// (`remote_cap`).
+/// objects of one of its slabs or `SMALL_BIN_BYTES` of blocks, whichever is more, at least 16
+/// and at most `BATCH_CAP_MAX`. A refill takes half of it and a flush gives back half.
 pub const fn small_batch_cap(class: usize) -> usize {
     // A table (no division or index that could panic at run time: `tcache::bin_cap` runs
     // when a cache is created); 0 past the small classes.
@@ -550,19 +556,34 @@ pub const fn small_batch_cap(class: usize) -> usize {
     }
 }
 
+/// Twice a slab's objects of class `i`, within 16..=`BATCH_CAP_MAX` (compile time only).
+const fn slab_batch(i: usize) -> usize {
+    let twice = compute_slab_pages(i) * crate::os::PAGE / class_size(i) * 2;
+    if twice < 16 {
+        16
+    } else if twice > BATCH_CAP_MAX {
+        BATCH_CAP_MAX
+    } else {
+        twice
+    }
+}
+
 /// `small_batch_cap` per small class, computed at compile time.
 const SMALL_BATCH_CAPS: [u8; NSMALL] = {
     let mut t = [0u8; NSMALL];
     let mut i = 0;
     while i < NSMALL {
-        let objs = compute_slab_pages(i) * crate::os::PAGE / class_size(i);
-        let twice = objs * 2;
-        t[i] = if twice < 16 {
-            16
-        } else if twice > BATCH_CAP_MAX {
+        let by_bytes = SMALL_BIN_BYTES / class_size(i);
+        let by_slab = slab_batch(i);
+        let want = if by_bytes > by_slab {
+            by_bytes
+        } else {
+            by_slab
+        };
+        t[i] = if want > BATCH_CAP_MAX {
             BATCH_CAP_MAX as u8
         } else {
-            twice as u8
+            want as u8
         };
         i += 1;
     }
@@ -570,12 +591,28 @@ const SMALL_BATCH_CAPS: [u8; NSMALL] = {
 };
 const _: () = assert!(BATCH_CAP_MAX <= u8::MAX as usize);
 
-/// Capacity of the remote-free stack of small class `class`: what a cache flush carries, half
-/// the cache bin (`small_batch_cap`, 8 to 64 blocks). A full stack goes home whole, so a
-/// remote block goes home in the batch its cache flush would have carried; a larger stack
-/// would park more blocks away from their arena (larson: peak RSS) for fewer bin locks.
+/// `remote_cap` per small class, computed at compile time.
+const REMOTE_CAPS: [u8; NSMALL] = {
+    let mut t = [0u8; NSMALL];
+    let mut i = 0;
+    while i < NSMALL {
+        t[i] = slab_batch(i).div_ceil(2) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Capacity of the remote-free stack of small class `class`: half of twice a slab's objects
+/// (8 to 64 blocks), the batch a cache flush carried before `SMALL_BIN_BYTES` (which made some
+/// bins larger). A full stack goes home whole; a larger stack would park more blocks away
+/// from their arena (larson: peak RSS 154.0 MiB at this size, 161.3 with whole-bin stacks) for
+/// fewer bin locks.
 pub const fn remote_cap(class: usize) -> usize {
-    small_batch_cap(class).div_ceil(2)
+    if class < NSMALL {
+        REMOTE_CAPS[class] as usize
+    } else {
+        0
+    }
 }
 
 /// Where each class's stack starts in a remote-free storage block, in items; entry `NSMALL`

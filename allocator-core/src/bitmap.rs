@@ -124,12 +124,13 @@ impl<const W: usize> Bitmap<W> {
         None
     }
 
-    /// Clears the lowest `max` set bits (all of them when fewer are set), handing each index
-    /// to `f` in increasing order; returns how many. Works a word at a time: each bit costs a
-    /// count of trailing zeros and a clear of the lowest bit, each word one load and one
-    /// store, with no search restarted per bit (slab refill).
+    /// Clears the lowest `max` set bits (all of them when fewer are set), handing each to `f`
+    /// in increasing order as `f(k, i)`: the `k`-th bit taken (from 0, so `k < max`) is bit
+    /// `i`; returns how many. Works a word at a time: each bit costs a count of trailing zeros
+    /// and a clear of the lowest bit, each word one load and one store, with no search
+    /// restarted per bit (slab refill, which writes the `k`-th block to slot `k`).
     #[inline]
-    pub fn take_lowest(&mut self, max: usize, mut f: impl FnMut(usize)) -> usize {
+    pub fn take_lowest(&mut self, max: usize, mut f: impl FnMut(usize, usize)) -> usize {
         let mut n = 0;
         for (w, word) in self.words.iter_mut().enumerate() {
             if n == max {
@@ -137,7 +138,7 @@ impl<const W: usize> Bitmap<W> {
             }
             let mut bits = *word;
             while bits != 0 && n < max {
-                f(w * 64 + bits.trailing_zeros() as usize);
+                f(n, w * 64 + bits.trailing_zeros() as usize);
                 bits &= bits - 1;
                 n += 1;
             }
@@ -307,7 +308,7 @@ mod tests {
                 left.clear(i);
             }
             let mut got = std::vec::Vec::new();
-            assert_eq!(m.take_lowest(max, |i| got.push(i)), want.len());
+            assert_eq!(m.take_lowest(max, |_, i| got.push(i)), want.len());
             assert_eq!(got, want, "round {round}");
             assert_eq!(
                 m, left,

@@ -71,10 +71,11 @@ impl Slab {
     #[inline]
     pub fn take(&mut self, out: &mut [*mut u8]) -> usize {
         let (addr, size) = (self.addr, self.size as usize);
-        let mut slots = out.iter_mut();
-        // A word of the bitmap at a time, lowest objects first (no search per object).
-        let n = self.free.take_lowest(slots.len(), |i| {
-            if let Some(slot) = slots.next() {
+        // A word of the bitmap at a time, lowest objects first (no search per object); the
+        // k-th object to slot k (`k < out.len()`, so the `get_mut` always finds it: one
+        // compare, where an iterator over `out` cost a second end test per object).
+        let n = self.free.take_lowest(out.len(), |k, i| {
+            if let Some(slot) = out.get_mut(k) {
                 *slot = (addr + i * size) as *mut u8;
             }
         });
@@ -131,22 +132,35 @@ impl Slab {
         true
     }
 
-    /// Returns the objects `ptrs` (all in this slab, in any order) with one bitmap store per
-    /// run of pointers in the same bitmap word: a flush hands back objects in about the order a
-    /// refill took them, so a run is usually a whole word. Returns the first pointer that is
-    /// not an object start or is already free (here or earlier in `ptrs`), with what is wrong;
-    /// the runs before it were returned (the caller aborts).
+    /// Returns the objects of the leading `items` whose slab is `me` (this slab's address), in
+    /// any order, and says how many that was: a flush's run of one slab, found and returned in
+    /// one pass. One bitmap store per run of pointers in the same bitmap word: a flush hands
+    /// back objects in about the order a refill took them, so a run is usually a whole word.
+    /// Per object a subtract, a bound compare and two multiplies (`is_object_start`'s test
+    /// and the index), a shift and a bit test. Returns the first pointer that is not an object
+    /// start or is already free (here or earlier in the run), with what is wrong; the words
+    /// before its word were returned (the caller aborts).
     #[inline]
     pub fn give_all(
         &mut self,
-        ptrs: impl Iterator<Item = *mut u8>,
-    ) -> Result<(), (*mut u8, &'static str)> {
+        me: *mut Slab,
+        items: &[(*mut u8, *mut Slab)],
+    ) -> Result<usize, (*mut u8, &'static str)> {
+        let (addr, span) = (self.addr, self.span as u64);
+        let (div_test, magic) = (self.div_test, self.magic as u64);
         // The word being gathered (`usize::MAX`: none yet) and its bits.
         let (mut word, mut bits) = (usize::MAX, 0u64);
-        for p in ptrs {
-            let Some(i) = self.index_of(p as usize) else {
+        let mut n = 0;
+        for &(p, s) in items {
+            if s != me {
+                break;
+            }
+            let off = (p as usize).wrapping_sub(addr) as u64;
+            if off >= span || off.wrapping_mul(div_test) >= div_test {
                 return Err((p, INTERIOR));
-            };
+            }
+            // Exact for a multiple of the size below `span` (see `DIV_MAGIC`).
+            let i = ((off * magic) >> 32) as usize;
             if i / 64 != word {
                 self.give_bits(word, bits)?;
                 (word, bits) = (i / 64, 0);
@@ -156,8 +170,10 @@ impl Slab {
                 return Err((p, DOUBLE));
             }
             bits |= bit;
+            n += 1;
         }
-        self.give_bits(word, bits)
+        self.give_bits(word, bits)?;
+        Ok(n)
     }
 
     /// Marks the objects `bits` of bitmap word `word` free (nothing when `bits` is 0); an
@@ -291,21 +307,34 @@ mod tests {
         assert!(!s.give(1));
         s.check();
         // Batched returns: a double free inside the batch, against the bitmap, and an
-        // interior pointer, each named.
+        // interior pointer, each named; a run ends at the first item of another slab.
         let at = |i: usize| (0x10000 + 48 * i) as *mut u8;
+        let me: *mut Slab = &mut s;
+        let other = 0x40 as *mut Slab;
+        let run = |ps: &[*mut u8]| ps.iter().map(|&p| (p, me)).collect::<std::vec::Vec<_>>();
         assert_eq!(
-            s.give_all([at(0), at(2), at(0)].into_iter()),
+            s.give_all(me, &run(&[at(0), at(2), at(0)])),
             Err((at(0), DOUBLE))
         );
-        assert_eq!(s.give_all([at(3), at(1)].into_iter()), Err((at(1), DOUBLE)));
+        assert_eq!(s.give_all(me, &run(&[at(3), at(1)])), Err((at(1), DOUBLE)));
         assert_eq!(
-            s.give_all([(0x10000 + 49) as *mut u8].into_iter()),
+            s.give_all(me, &run(&[(0x10000 + 49) as *mut u8])),
             Err(((0x10000 + 49) as *mut u8, INTERIOR))
         );
         // Nothing of a failed word was marked: 0, 2 and 3 are still out.
         assert_eq!(s.nfree + 3, s.nobjs);
+        // Past the object area and below it: not object starts.
+        let end = (0x10000 + 48 * s.nobjs as usize) as *mut u8;
+        assert_eq!(s.give_all(me, &run(&[end])), Err((end, INTERIOR)));
+        let below = (0x10000 - 48) as *mut u8;
+        assert_eq!(s.give_all(me, &run(&[below])), Err((below, INTERIOR)));
+        // Only the leading items of this slab are taken.
         assert_eq!(
-            s.give_all([at(2), at(0), at(3), at(70)].into_iter()),
+            s.give_all(me, &[(at(2), me), (at(0), other), (at(3), me)]),
+            Ok(1)
+        );
+        assert_eq!(
+            s.give_all(me, &run(&[at(0), at(3), at(70)])),
             Err((at(70), DOUBLE))
         );
         s.check();

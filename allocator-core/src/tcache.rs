@@ -18,6 +18,7 @@
 
 use crate::arena::{self, Arena, Owner};
 use crate::base::BASE;
+pub use crate::bin::SMALL_BIN_BYTES;
 use crate::bin::{self, RemoteFrees};
 use crate::chunk::PageChunk;
 use crate::size_class::*;
@@ -428,19 +429,21 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
             // Not zeroed first: 2 KiB of stores per flush cost more than the pointers' own
             // lookups when a flush is a few dozen objects.
             let mut buf = [MaybeUninit::<(*mut u8, *mut Slab)>::uninit(); CAP_MAX];
-            let mut n = 0;
-            for (slot, &p) in buf.iter_mut().zip(batch.iter()) {
-                slot.write((p, arena::slab_of(p, class)));
-                n += 1;
-            }
-            // SAFETY: the first `n <= CAP_MAX` slots were written just above.
+            let (n, home) = slabs_of(class, batch, &mut buf);
+            // SAFETY: `slabs_of` wrote the first `n <= CAP_MAX` slots.
             let pairs = unsafe { bin::init_prefix(&mut buf, n) };
-            bin::for_each_group(
-                pairs,
-                // SAFETY: slab_of returned live slabs.
-                |&(_, s)| unsafe { (*s).arena },
-                |home, group| crate::registry::arena(home as usize).bin_flush_slabs(class, group),
-            );
+            match home {
+                // One arena (the common case): no grouping pass.
+                Some(home) => crate::registry::arena(home as usize).bin_flush_slabs(class, pairs),
+                None => bin::for_each_group(
+                    pairs,
+                    // SAFETY: slab_of returned live slabs.
+                    |&(_, s)| unsafe { (*s).arena },
+                    |home, group| {
+                        crate::registry::arena(home as usize).bin_flush_slabs(class, group)
+                    },
+                ),
+            }
         } else {
             // (chunk, page) of each large block, looked up and checked once.
             let mut buf = [MaybeUninit::<(*mut PageChunk, usize)>::uninit(); CAP_MAX];
@@ -473,6 +476,44 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
     }
 }
 
+/// Writes `(p, slab holding p)` for each of `items` (cached blocks of small class `class`) to
+/// the front of `buf`; returns how many and, when every slab is one arena's, that arena.
+///
+/// A flush hands back blocks a refill took from one slab in address order, so a block usually
+/// lies in the slab of the block before it: then a subtract and a compare against that slab's
+/// object area find it, with no pagemap walk (`arena::slab_of`: the pagemap's entry, the page's
+/// word, the class check) and no load of its arena. That is exact: a slab's pages belong to it
+/// alone while it is live, and it stays live through the flush (it holds the cached blocks,
+/// which are not free); its `addr` and `span` are written once, before the pagemap names it.
+/// Whether a pointer is an object start (and not free already) is checked at the bin
+/// (`Slab::give_all`), as for every other block.
+#[inline]
+fn slabs_of(
+    class: usize,
+    items: &[*mut u8],
+    buf: &mut [MaybeUninit<(*mut u8, *mut Slab)>; CAP_MAX],
+) -> (usize, Option<u32>) {
+    // The last slab looked up, its object area `lo..lo + span` (0 bytes before the first).
+    let (mut slab, mut lo, mut span) = (null_mut::<Slab>(), 0usize, 0usize);
+    let (mut home, mut one_arena) = (u32::MAX, true);
+    let mut n = 0;
+    for (slot, &p) in buf.iter_mut().zip(items.iter()) {
+        if (p as usize).wrapping_sub(lo) >= span {
+            slab = arena::slab_of(p, class);
+            // SAFETY: slab_of returns the live slab holding `p` (it aborts otherwise).
+            let s = unsafe { &*slab };
+            (lo, span) = (s.addr, s.span as usize);
+            if n == 0 {
+                home = s.arena;
+            }
+            one_arena &= s.arena == home;
+        }
+        slot.write((p, slab));
+        n += 1;
+    }
+    (n, one_arena.then_some(home))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,18 +521,23 @@ mod tests {
     #[test]
     fn caps() {
         assert_eq!(bin_cap(class_of(16), 32 << 10), CAP_MAX);
+        // The bytes budget: 64 blocks of 256 B (twice a one-page slab's 16 would be 32).
+        assert_eq!(bin_cap(class_of(256), 32 << 10), SMALL_BIN_BYTES / 256);
         assert!(bin_cap(class_of(4096), 32 << 10) >= 16);
         assert_eq!(bin_cap(class_of(32 << 10), 32 << 10), 16);
         assert_eq!(bin_cap(class_of(40 << 10), 32 << 10), 0);
         assert_eq!(bin_cap(class_of(64), 0), 0);
         for (c, &objs) in SLAB_OBJS.iter().enumerate() {
             let twice = (objs as usize * 2).clamp(16, CAP_MAX);
-            assert_eq!(bin_cap(c, usize::MAX), twice);
+            let by_bytes = SMALL_BIN_BYTES / class_size(c);
+            assert_eq!(bin_cap(c, usize::MAX), twice.max(by_bytes).min(CAP_MAX));
+            // A remote stack: half of twice a slab's objects, whatever the bytes budget.
+            assert_eq!(bin::remote_cap(c), twice.div_ceil(2));
         }
-        // The remote stacks' storage: one flush's batch per small class (half the cache
-        // bin), 16 B per block (the block and its slab); docs/architecture.md quotes it.
+        // The remote stacks' storage: 16 B per block (the block and its slab);
+        // docs/architecture.md quotes it.
         let small_slots: usize = (0..NSMALL)
-            .map(|c| bin_cap(c, usize::MAX).div_ceil(2))
+            .map(|c| (SLAB_OBJS[c] as usize * 2).clamp(16, CAP_MAX).div_ceil(2))
             .sum();
         assert_eq!(bin::REMOTE_SLOTS, small_slots);
         assert_eq!(bin::REMOTE_STORAGE_BYTES, 13_504);

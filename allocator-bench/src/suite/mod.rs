@@ -133,14 +133,21 @@ pub fn default_size(name: &str) -> u64 {
 /// points (whatever the binary's global allocator), for instruction counts per pair.
 /// `--free sized` frees with C23's `free_sized(p, bytes)` instead, `--free sdallocx` with
 /// jemalloc's `sdallocx(p, bytes, 0)` (each looked up with `dlsym`: an error where the
-/// allocator in use does not export it).
+/// allocator in use does not export it). `--batch K` allocates K blocks, then frees them in
+/// allocation order, until N blocks went through (the last batch may be shorter): the blocks
+/// then go through the thread cache's refill and flush, as in criterion's `batch` bench. The
+/// first batch's pointers are checked to be distinct (`distinct=` on the result line), which
+/// costs the same in every run, so it cancels out of a difference of two runs.
 pub fn pairs(args: &Args) -> Result<(), String> {
     let n: u64 = args.number(1_000_000)?;
     let bytes: usize = args.get("bytes", 64)?;
     let via: String = args.get("via", "c".to_string())?;
     let how: String = args.get("free", "plain".to_string())?;
-    type Sized = unsafe extern "C" fn(*mut libc::c_void, usize, libc::c_int);
-    let sized: Option<Sized> = match how.as_str() {
+    let batch: usize = args.get("batch", 1)?;
+    if batch == 0 {
+        return Err("--batch: at least 1".to_string());
+    }
+    let sized: Option<SizedFree> = match how.as_str() {
         "plain" => None,
         "sized" | "sdallocx" => {
             let name: &[u8] = if how == "sized" {
@@ -158,13 +165,16 @@ pub fn pairs(args: &Args) -> Result<(), String> {
             // SAFETY: both have this C signature (`free_sized` takes no third argument, which
             // the x86-64 and AArch64 calling conventions let a caller pass and the callee
             // ignore).
-            Some(unsafe { std::mem::transmute::<*mut libc::c_void, Sized>(f) })
+            Some(unsafe { std::mem::transmute::<*mut libc::c_void, SizedFree>(f) })
         }
         other => return Err(format!("--free {other}: plain, sized or sdallocx")),
     };
+    if batch > 1 {
+        return pairs_batched(n, bytes, &via, batch, sized);
+    }
     let start = crate::measure::Mark::now();
-    let mut sum = 0usize;
     if via == "rust" {
+        let mut sum = 0usize;
         // hugealloc's `GlobalAlloc` called directly (this binary's global allocator is
         // `System`): Rust's sized `dealloc`, which `HUGEALLOC_CONF=prof:true` changes.
         use std::alloc::{GlobalAlloc, Layout};
@@ -190,6 +200,17 @@ pub fn pairs(args: &Args) -> Result<(), String> {
     } else if via != "c" {
         return Err(format!("--via: c or rust, not {via:?}"));
     }
+    let sum = c_pairs(n, bytes, sized);
+    common::finish("pairs", n, 1, start, sum as u64, &format!("bytes={bytes}"));
+    Ok(())
+}
+
+/// `pairs`'s C loop; returns a checksum of the addresses. A function of its own, not inlined,
+/// so the registers it gets (and the instructions per pair it adds to the count, 12 with
+/// plain `free`) do not change with the code around it.
+#[inline(never)]
+fn c_pairs(n: u64, bytes: usize, sized: Option<SizedFree>) -> usize {
+    let mut sum = 0usize;
     for _ in 0..n {
         // SAFETY: malloc of a non-zero size; the result is freed at once (or is null), with
         // the size it was allocated with.
@@ -203,6 +224,93 @@ pub fn pairs(args: &Args) -> Result<(), String> {
             }
         }
     }
-    common::finish("pairs", n, 1, start, sum as u64, &format!("bytes={bytes}"));
+    sum
+}
+
+/// The sized free `pairs --free` looked up.
+type SizedFree = unsafe extern "C" fn(*mut libc::c_void, usize, libc::c_int);
+
+/// `pairs --batch K` with K > 1 (a function of its own: the plain pair's loop above keeps the
+/// code it was measured with).
+fn pairs_batched(
+    n: u64,
+    bytes: usize,
+    via: &str,
+    batch: usize,
+    sized: Option<SizedFree>,
+) -> Result<(), String> {
+    let start = crate::measure::Mark::now();
+    let (sum, distinct) = if via == "rust" {
+        use std::alloc::{GlobalAlloc, Layout};
+        let layout = Layout::from_size_align(bytes.max(1), 16).map_err(|e| e.to_string())?;
+        batches(
+            n,
+            batch,
+            // SAFETY: a non-zero layout.
+            || unsafe { hugealloc::HugeAlloc.alloc(std::hint::black_box(layout)) },
+            // SAFETY: `p` came from `alloc` with this layout and is freed once.
+            |p| unsafe { hugealloc::HugeAlloc.dealloc(std::hint::black_box(p), layout) },
+        )
+    } else if via == "c" {
+        batches(
+            n,
+            batch,
+            // SAFETY: malloc of a non-zero size.
+            || unsafe { libc::malloc(std::hint::black_box(bytes)).cast() },
+            // SAFETY: `p` came from malloc of `bytes` and is freed once.
+            |p| unsafe {
+                match sized {
+                    None => libc::free(std::hint::black_box(p).cast()),
+                    Some(f) => f(std::hint::black_box(p).cast(), bytes, 0),
+                }
+            },
+        )
+    } else {
+        return Err(format!("--via: c or rust, not {via:?}"));
+    };
+    let rust = if via == "rust" { " via=rust" } else { "" };
+    common::finish(
+        "pairs",
+        n,
+        1,
+        start,
+        sum as u64,
+        &format!("bytes={bytes}{rust} batch={batch} distinct={distinct}"),
+    );
     Ok(())
+}
+
+/// `pairs --batch`'s loop: `n` blocks from `alloc`, `batch` at a time, each batch given to
+/// `free` in allocation order. Returns a checksum of the addresses and how many distinct
+/// pointers the first batch held.
+fn batches(
+    n: u64,
+    batch: usize,
+    alloc: impl Fn() -> *mut u8,
+    free: impl Fn(*mut u8),
+) -> (usize, usize) {
+    let mut sum = 0usize;
+    let mut ptrs = vec![std::ptr::null_mut::<u8>(); batch];
+    let (mut left, mut distinct) = (n, 0);
+    while left > 0 {
+        let k = (batch as u64).min(left) as usize;
+        left -= k as u64;
+        for slot in ptrs.iter_mut().take(k) {
+            let p = alloc();
+            assert!(!p.is_null(), "out of memory");
+            sum = sum.wrapping_add(p as usize & 0xff);
+            *slot = p;
+        }
+        std::hint::black_box(&mut ptrs);
+        if distinct == 0 {
+            let mut seen = ptrs[..k].to_vec();
+            seen.sort_unstable();
+            seen.dedup();
+            distinct = seen.len();
+        }
+        for &p in ptrs.iter().take(k) {
+            free(p);
+        }
+    }
+    (sum, distinct)
 }
