@@ -18,7 +18,6 @@
 
 use crate::arena::{self, Arena, Owner};
 use crate::base::BASE;
-pub use crate::bin::SMALL_BIN_BYTES;
 use crate::bin::{self, RemoteFrees};
 use crate::chunk::PageChunk;
 use crate::size_class::*;
@@ -522,14 +521,14 @@ mod tests {
     fn caps() {
         assert_eq!(bin_cap(class_of(16), 32 << 10), CAP_MAX);
         // The bytes budget: 64 blocks of 256 B (twice a one-page slab's 16 would be 32).
-        assert_eq!(bin_cap(class_of(256), 32 << 10), SMALL_BIN_BYTES / 256);
+        assert_eq!(bin_cap(class_of(256), 32 << 10), bin::SMALL_BIN_BYTES / 256);
         assert!(bin_cap(class_of(4096), 32 << 10) >= 16);
         assert_eq!(bin_cap(class_of(32 << 10), 32 << 10), 16);
         assert_eq!(bin_cap(class_of(40 << 10), 32 << 10), 0);
         assert_eq!(bin_cap(class_of(64), 0), 0);
         for (c, &objs) in SLAB_OBJS.iter().enumerate() {
             let twice = (objs as usize * 2).clamp(16, CAP_MAX);
-            let by_bytes = SMALL_BIN_BYTES / class_size(c);
+            let by_bytes = bin::SMALL_BIN_BYTES / class_size(c);
             assert_eq!(bin_cap(c, usize::MAX), twice.max(by_bytes).min(CAP_MAX));
             // A remote stack: half of twice a slab's objects, whatever the bytes budget.
             assert_eq!(bin::remote_cap(c), twice.div_ceil(2));
