@@ -157,7 +157,7 @@ impl Slab {
             }
             let off = (p as usize).wrapping_sub(addr) as u64;
             if off >= span || off.wrapping_mul(div_test) >= div_test {
-                return Err((p, INTERIOR));
+                return give_failed(p, INTERIOR);
             }
             // Exact for a multiple of the size below `span` (see `DIV_MAGIC`).
             let i = ((off * magic) >> 32) as usize;
@@ -167,7 +167,7 @@ impl Slab {
             }
             let bit = 1u64 << (i % 64);
             if bits & bit != 0 {
-                return Err((p, DOUBLE));
+                return give_failed(p, DOUBLE);
             }
             bits |= bit;
             n += 1;
@@ -230,6 +230,14 @@ impl Slab {
             "a slab's bitmap marks objects past its end",
         );
     }
+}
+
+/// `give_all`'s error, out of line: built inside the loop, its message's address and length
+/// were set up in registers on every object's path.
+#[cold]
+#[inline(never)]
+fn give_failed(p: *mut u8, what: &'static str) -> Result<usize, (*mut u8, &'static str)> {
+    Err((p, what))
 }
 
 #[cfg(test)]
