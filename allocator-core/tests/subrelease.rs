@@ -249,6 +249,25 @@ fn dirty_max_holds_right_after_a_huge_free() {
     );
 }
 
+/// The growth tests' setup: the file's lock held, decay out of the way (10 s), no
+/// `dirty_max`, the rule at 10%, and a new arena of small pages.
+fn growth_setup() -> (std::sync::MutexGuard<'static, ()>, hugealloc::Arena) {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = hugealloc::stats();
+    hugealloc::testing::arena::set_decay_ms(10_000);
+    hugealloc::testing::arena::set_purge_globals(0, false);
+    hugealloc::testing::arena::set_dirty_growth_pct(10);
+    let arena = hugealloc::Arena::new(hugealloc::Thp::Never).expect("arena");
+    (g, arena)
+}
+
+/// `arena`'s own figures (huge bytes active and dirty, growth purges).
+fn growth_figures(arena: &hugealloc::Arena) -> hugealloc::testing::arena::ArenaStats {
+    hugealloc::testing::registry::arena(arena.index())
+        .snapshot()
+        .arena
+}
+
 /// The growth rule (`dirty_growth_pct`), on `malloc-large`'s pattern (slots whose blocks of
 /// 3 to 13 chunks are freed and replaced at random, never written: only the accounting is
 /// tested): dirty fragments no request fits stay behind while fresh chunks come in, and each
@@ -259,17 +278,8 @@ fn dirty_max_holds_right_after_a_huge_free() {
 /// purpose) the check failed at iteration 6 (active 78 MiB + dirty 16 MiB: 1.21x).
 #[test]
 fn growth_purges_keep_the_footprint_near_the_peak_active_size() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = hugealloc::stats();
-    hugealloc::testing::arena::set_decay_ms(10_000);
-    hugealloc::testing::arena::set_purge_globals(0, false);
-    hugealloc::testing::arena::set_dirty_growth_pct(10);
-    let arena = hugealloc::Arena::new(hugealloc::Thp::Never).expect("arena");
-    let snap = || {
-        hugealloc::testing::registry::arena(arena.index())
-            .snapshot()
-            .arena
-    };
+    let (_g, arena) = growth_setup();
+    let snap = || growth_figures(&arena);
     use std::alloc::{GlobalAlloc, Layout};
     const SLOTS: usize = 12;
     let mut slots: [Option<(*mut u8, Layout)>; SLOTS] = [None; SLOTS];
@@ -319,17 +329,8 @@ fn growth_purges_keep_the_footprint_near_the_peak_active_size() {
 /// buffer after the first round and failed this test.
 #[test]
 fn growth_rule_keeps_a_buffer_freed_and_taken_again_whole() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = hugealloc::stats();
-    hugealloc::testing::arena::set_decay_ms(10_000);
-    hugealloc::testing::arena::set_purge_globals(0, false);
-    hugealloc::testing::arena::set_dirty_growth_pct(10);
-    let arena = hugealloc::Arena::new(hugealloc::Thp::Never).expect("arena");
-    let snap = || {
-        hugealloc::testing::registry::arena(arena.index())
-            .snapshot()
-            .arena
-    };
+    let (_g, arena) = growth_setup();
+    let snap = || growth_figures(&arena);
     use std::alloc::{GlobalAlloc, Layout};
     let small = Layout::from_size_align(4 << 20, 16).unwrap();
     let big = Layout::from_size_align(64 << 20, 16).unwrap();
