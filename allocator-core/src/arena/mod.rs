@@ -409,11 +409,7 @@ impl Arena {
             let mut inner = self.inner.lock();
             // SAFETY: as above; `pc` is the live page chunk holding the slab's pages (the
             // pagemap names it while the slab is live), which are this arena's.
-            unsafe {
-                (*slab).init(addr, class, self.index);
-                let word = (class as u64) << PAGE_CLASS_SHIFT | slab as u64 | PAGE_SLAB;
-                words(&mut *pc, start, slab_pages(class)).fill(word);
-            }
+            unsafe { self.slab_install(pc, start, slab, class) };
             inner.stats.slabs_moved += 1;
             return slab;
         }
@@ -442,14 +438,27 @@ impl Arena {
         };
         // SAFETY: pc is a live page chunk of this arena, pages start..start+npages are ours;
         // the descriptor is ours alone (fresh or recycled).
+        unsafe { self.slab_install(pc, start, slab, class) };
+        inner.stats.active_pages += npages as u64;
+        slab
+    }
+
+    /// Makes `slab` the slab of `class` on pages `start..start + slab_pages(class)` of `pc`:
+    /// its descriptor initialised for this arena, and those pages' page-map words naming it
+    /// (a new slab in `slab_new`, a borrowed one in `slab_borrow`).
+    ///
+    /// # Safety
+    /// The arena lock is held; `pc` is a live page chunk of this arena whose pages
+    /// `start..start + slab_pages(class)` are this slab's; `slab` is a descriptor no cache,
+    /// buffer, bin or program refers to.
+    unsafe fn slab_install(&self, pc: *mut PageChunk, start: usize, slab: *mut Slab, class: usize) {
+        // SAFETY: the contract.
         unsafe {
             let pcr = &mut *pc;
             (*slab).init(pcr.addr + start * os::PAGE, class, self.index);
             let word = (class as u64) << PAGE_CLASS_SHIFT | slab as u64 | PAGE_SLAB;
-            words(pcr, start, npages).fill(word);
+            words(pcr, start, slab_pages(class)).fill(word);
         }
-        inner.stats.active_pages += npages as u64;
-        slab
     }
 
     /// Gives an empty slab's pages back and keeps its descriptor for the next slab (bin lock
