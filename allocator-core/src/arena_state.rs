@@ -127,13 +127,15 @@ macro_rules! arena_figures {
             count collapse_dropped as thp_collapse_dropped "thp.collapse.dropped" U64 Thp sum,
                 "thp:defer: blocks not queued, the queue being full (they keep small pages)";
             count collapse_attempted as thp_collapse_attempted "thp.collapse.attempted" U64 Thp sum,
-                "thp:defer: chunks given MADV_COLLAPSE by the background thread";
+                "thp:defer: MADV_COLLAPSE calls by the background thread (a chunk tried again counts each time)";
             count collapse_done as thp_collapse_done "thp.collapse.done" U64 Thp sum,
                 "thp:defer: chunks collapsed into huge pages";
             count collapse_skipped as thp_collapse_skipped "thp.collapse.skipped" U64 Thp sum,
                 "thp:defer: chunks skipped, their block freed before their turn";
             count collapse_failed as thp_collapse_failed "thp.collapse.failed" U64 Thp sum,
-                "thp:defer: chunks MADV_COLLAPSE refused (no huge page free)";
+                "thp:defer: chunks MADV_COLLAPSE refused for good (left on small pages)";
+            count collapse_retried as thp_collapse_retried "thp.collapse.retried" U64 Thp sum,
+                "thp:defer: transient MADV_COLLAPSE refusals (EAGAIN, ENOMEM), the chunk tried again 500 ms later";
             count collapse_fallback as thp_collapse_fallback "thp.collapse.fallback" U64 Thp sum,
                 "thp:defer: chunks given MADV_HUGEPAGE for khugepaged (no MADV_COLLAPSE here)";
             count collapse_cold as thp_collapse_cold "thp.collapse.cold" U64 Thp sum,

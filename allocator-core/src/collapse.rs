@@ -30,6 +30,11 @@
 //! again) purges a chunk that ended up in a clean free extent, so no collapsed page is left
 //! resident behind the arena's back.
 //!
+//! A refusal that may pass (`EAGAIN`: a page lock or the LRU busy; `ENOMEM`: no free huge page
+//! just now, as on a machine whose memory other work holds for a moment) is not final: the chunk
+//! is tried again `RETRY_MS` later, until the request's `GIVE_UP_MS`, and only then counts as
+//! `failed`. Each transient refusal counts as `retried`. Any other error is final at once.
+//!
 //! Where the kernel has no `MADV_COLLAPSE` (before 6.1; probed once on the first pass), a fully
 //! touched chunk gets `MADV_HUGEPAGE` instead and khugepaged collapses it in its own time (one
 //! warning). Its pages are all resident by then, so the advice causes no fault-time compaction.
@@ -54,6 +59,8 @@ pub const GIVE_UP_MS: u64 = 10_000;
 /// The background thread's pause while requests wait (ms): the latency of a collapse after the
 /// chunk is filled, and the granularity of the rate limit.
 pub const BUSY_WAIT_MS: u64 = 20;
+/// How long a chunk whose collapse was refused transiently waits before it is tried again (ms).
+pub const RETRY_MS: u64 = 500;
 /// The `arena` of a request for metadata chunks (`metadata_thp:defer`, from `base`).
 pub const METADATA: u32 = u32::MAX;
 /// Chunks past a request's handled prefix that one pass looks at (the bits of `ahead`).
@@ -70,6 +77,11 @@ struct Request {
     done: usize,
     /// Chunks past the prefix already handled: bit `i` is chunk `done + i`.
     ahead: u64,
+    /// Chunks past the prefix whose collapse was refused transiently (bit `i` as in `ahead`;
+    /// never set where `ahead` is): tried again from `retry_ms` on.
+    refused: u64,
+    /// When the refused chunks may be tried again (ms).
+    retry_ms: u64,
     /// The owning arena's index.
     arena: u32,
     /// When it was queued (ms).
@@ -81,6 +93,8 @@ const EMPTY: Request = Request {
     nchunks: 0,
     done: 0,
     ahead: 0,
+    refused: 0,
+    retry_ms: 0,
     arena: 0,
     queued_ms: 0,
 };
@@ -164,10 +178,9 @@ pub fn enqueue(addr: usize, block_bytes: usize, arena: u32, now_ms: u64) -> bool
     let queued = QUEUE.lock().push(Request {
         addr,
         nchunks,
-        done: 0,
-        ahead: 0,
         arena,
         queued_ms: now_ms,
+        ..EMPTY
     });
     // Relaxed (both): the flags only ask for a thread; the queue's lock orders the requests.
     if queued && ORPHANED.load(Ordering::Relaxed) {
@@ -202,8 +215,13 @@ pub fn queued() -> usize {
 pub enum Outcome {
     /// `MADV_COLLAPSE` made (or found) a huge page.
     Done,
-    /// `MADV_COLLAPSE` refused (no huge page now, or an `nh` range).
+    /// `MADV_COLLAPSE` refused for good (an `nh` range, an error that is not transient).
     Failed,
+    /// `MADV_COLLAPSE` refused for now (`EAGAIN`, `ENOMEM`): tried again `RETRY_MS` later.
+    Retried,
+    /// Refused transiently at every try until `GIVE_UP_MS` (no call made now): counts as
+    /// failed, its calls already counted as retried.
+    Exhausted,
     /// No `MADV_COLLAPSE` on this kernel: `MADV_HUGEPAGE` given instead, for khugepaged.
     Fallback,
     /// Not fully touched within `GIVE_UP_MS`: left on small pages.
@@ -237,8 +255,26 @@ pub fn supported() -> bool {
 /// thread may sleep before the next pass (ms).
 pub fn pass(
     now_ms: u64,
+    live: impl FnMut(u32, usize) -> bool,
+    record: impl FnMut(u32, usize, Outcome),
+) -> u64 {
+    pass_with(now_ms, live, record, |chunk| {
+        os::collapse(chunk as *mut u8, CHUNK)
+    })
+}
+
+/// Whether a `MADV_COLLAPSE` error may pass if the chunk is tried again later.
+fn transient(err: i32) -> bool {
+    err == libc::EAGAIN || err == libc::ENOMEM
+}
+
+/// `pass` with the collapse of one chunk given by the caller (`os::collapse` outside tests;
+/// the unit tests script refusals).
+fn pass_with(
+    now_ms: u64,
     mut live: impl FnMut(u32, usize) -> bool,
     mut record: impl FnMut(u32, usize, Outcome),
+    mut collapse: impl FnMut(usize) -> Result<(), i32>,
 ) -> u64 {
     let mut n = {
         let mut q = QUEUE.lock();
@@ -275,12 +311,13 @@ pub fn pass(
         let mut out_of_credit = false;
         let window = (r.nchunks - r.done).min(WINDOW);
         for i in 0..window {
-            if r.ahead & (1 << i) != 0 {
+            if r.ahead & (1 << i) != 0 || (r.refused & (1 << i) != 0 && now_ms < r.retry_ms) {
                 continue;
             }
             let chunk = r.addr + (r.done + i) * CHUNK;
             if !live(r.arena, chunk) {
                 r.ahead |= 1 << i;
+                r.refused &= !(1 << i);
                 continue;
             }
             let resident = os::resident_pages(chunk as *mut u8, CHUNK).unwrap_or(0);
@@ -297,8 +334,9 @@ pub fn pass(
                 q.credit_bytes -= CHUNK;
             }
             let outcome = if collapse_works {
-                match os::collapse(chunk as *mut u8, CHUNK) {
+                match collapse(chunk) {
                     Ok(()) => Outcome::Done,
+                    Err(e) if transient(e) => Outcome::Retried,
                     Err(_) => Outcome::Failed,
                 }
             } else {
@@ -306,12 +344,19 @@ pub fn pass(
                 Outcome::Fallback
             };
             record(r.arena, chunk, outcome);
-            r.ahead |= 1 << i;
+            if outcome == Outcome::Retried {
+                r.refused |= 1 << i;
+                r.retry_ms = now_ms + RETRY_MS;
+            } else {
+                r.ahead |= 1 << i;
+                r.refused &= !(1 << i);
+            }
         }
         // Moves the handled prefix on.
         let handled = (r.ahead.trailing_ones() as usize).min(r.nchunks - r.done);
         r.done += handled;
         r.ahead = r.ahead.checked_shr(handled as u32).unwrap_or(0);
+        r.refused = r.refused.checked_shr(handled as u32).unwrap_or(0);
         if r.done < r.nchunks {
             if !out_of_credit && now_ms.saturating_sub(r.queued_ms) >= GIVE_UP_MS {
                 give_up(&mut r, &mut record);
@@ -339,16 +384,24 @@ pub fn pass(
     }
 }
 
-/// Counts every chunk of `r` not handled yet as `cold` (it stays on small pages).
+/// Counts every chunk of `r` not handled yet as `cold` (it stays on small pages), or as
+/// `failed` where its collapse was refused transiently and never succeeded since.
 fn give_up(r: &mut Request, record: &mut impl FnMut(u32, usize, Outcome)) {
     for i in r.done..r.nchunks {
         let bit = i - r.done;
         if bit >= WINDOW || r.ahead & (1 << bit) == 0 {
-            record(r.arena, r.addr + i * CHUNK, Outcome::Cold);
+            let refused = bit < WINDOW && r.refused & (1 << bit) != 0;
+            let outcome = if refused {
+                Outcome::Exhausted
+            } else {
+                Outcome::Cold
+            };
+            record(r.arena, r.addr + i * CHUNK, outcome);
         }
     }
     r.done = r.nchunks;
     r.ahead = 0;
+    r.refused = 0;
 }
 
 /// The queue's lock, for the fork handlers (taken after the arena locks).
@@ -431,6 +484,87 @@ mod tests {
         assert_eq!(seen.as_slice(), &[(3, at(0), Outcome::Cold)]);
         assert_eq!(queued(), 0);
         os::unmap(base, 2 * CHUNK);
+    }
+
+    /// A transient refusal (`EAGAIN`, `ENOMEM`) is tried again `RETRY_MS` later and not before;
+    /// one that lasts until `GIVE_UP_MS` ends as `Exhausted` (failed); any other error is final
+    /// at once. The collapse itself is scripted; the chunk is real (`pass` asks `mincore`).
+    #[test]
+    fn transient_refusals_are_tried_again_until_the_request_gives_up() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        if !supported() {
+            std::eprintln!("skipped: no MADV_COLLAPSE here (the retry path is not taken)");
+            return;
+        }
+        let base = os::map_aligned(CHUNK, CHUNK);
+        assert!(!base.is_null());
+        // SAFETY: the chunk is mapped and ours.
+        unsafe { core::ptr::write_bytes(base, 1, CHUNK) };
+        let c = base as usize;
+        let mut seen = std::vec::Vec::new();
+        let mut calls = 0;
+        // Refused once, then collapsed RETRY_MS later (not earlier).
+        let t0 = 5_000_000;
+        assert!(enqueue(c, CHUNK, 2, t0));
+        let refuse = |e: i32, calls: &mut usize| {
+            *calls += 1;
+            Err(e)
+        };
+        pass_with(
+            t0,
+            |_, _| true,
+            |_, _, o| seen.push(o),
+            |_| refuse(libc::EAGAIN, &mut calls),
+        );
+        assert_eq!((seen.as_slice(), calls), (&[Outcome::Retried][..], 1));
+        assert_eq!(queued(), 1, "a refused chunk waits for its retry");
+        pass_with(
+            t0 + RETRY_MS / 2,
+            |_, _| true,
+            |_, _, o| seen.push(o),
+            |_| refuse(0, &mut calls),
+        );
+        assert_eq!(calls, 1, "tried again before RETRY_MS");
+        pass_with(
+            t0 + RETRY_MS,
+            |_, _| true,
+            |_, _, o| seen.push(o),
+            |_| Ok(()),
+        );
+        assert_eq!(seen.as_slice(), &[Outcome::Retried, Outcome::Done]);
+        assert_eq!(queued(), 0);
+        // Refused at every try: exhausted at GIVE_UP_MS.
+        seen.clear();
+        let t1 = 9_000_000;
+        assert!(enqueue(c, CHUNK, 2, t1));
+        pass_with(
+            t1,
+            |_, _| true,
+            |_, _, o| seen.push(o),
+            |_| Err(libc::ENOMEM),
+        );
+        pass_with(
+            t1 + GIVE_UP_MS,
+            |_, _| true,
+            |_, _, o| seen.push(o),
+            |_| Err(libc::ENOMEM),
+        );
+        let want = [Outcome::Retried, Outcome::Retried, Outcome::Exhausted];
+        assert_eq!(seen.as_slice(), &want[..]);
+        assert_eq!(queued(), 0);
+        // Not transient: failed at the first call.
+        seen.clear();
+        let t2 = 30_000_000;
+        assert!(enqueue(c, CHUNK, 2, t2));
+        pass_with(
+            t2,
+            |_, _| true,
+            |_, _, o| seen.push(o),
+            |_| Err(libc::EINVAL),
+        );
+        assert_eq!(seen.as_slice(), &[Outcome::Failed]);
+        assert_eq!(queued(), 0);
+        os::unmap(base, CHUNK);
     }
 
     /// `pass` on real memory: a fully touched chunk is collapsed (or refused, or advised where

@@ -116,10 +116,11 @@ fn touched_block_is_collapsed_without_ever_being_advised() {
         assert!(
             start.elapsed() < DEADLINE,
             "not collapsed within {DEADLINE:?}: AnonHugePages {} MiB, done {}, failed {}, \
-             cold {}, fallback {}",
+             retried {}, cold {}, fallback {}",
             huge / MIB,
             counter(arena, "done"),
             counter(arena, "failed"),
+            counter(arena, "retried"),
             counter(arena, "cold"),
             counter(arena, "fallback"),
         );

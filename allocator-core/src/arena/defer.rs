@@ -74,6 +74,16 @@ impl Arena {
                 s.collapse_failed += 1;
             }
             Outcome::Fallback => s.collapse_fallback += 1,
+            // Not collapsed (so nothing made resident): nothing to purge again.
+            Outcome::Retried => {
+                s.collapse_attempted += 1;
+                s.collapse_retried += 1;
+                return;
+            }
+            Outcome::Exhausted => {
+                s.collapse_failed += 1;
+                return;
+            }
             Outcome::Cold => {
                 s.collapse_cold += 1;
                 return;
