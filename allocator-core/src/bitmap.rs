@@ -10,6 +10,16 @@ pub struct Bitmap<const W: usize> {
     words: [u64; W],
 }
 
+/// A best fit of `Bitmap::find_fit`: bits `start..start + len` of the run of set bits
+/// `run_start..run_end`, and the longest run of set bits other than that one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fit {
+    pub start: usize,
+    pub run_start: usize,
+    pub run_end: usize,
+    pub others: usize,
+}
+
 impl<const W: usize> Bitmap<W> {
     pub const BITS: usize = 64 * W;
 
@@ -70,6 +80,24 @@ impl<const W: usize> Bitmap<W> {
         }
         *word |= bits;
         Ok(())
+    }
+
+    /// Clears bits `start..start + len` here and sets them in `other`, a word at a time in one
+    /// pass; returns how many of them were set in `other` before (a page chunk's run taken:
+    /// free bits cleared, dirty bits set, the dirty free pages counted).
+    pub fn move_range_to(&mut self, other: &mut Self, start: usize, len: usize) -> usize {
+        let (mut i, end, mut n) = (start, start + len, 0);
+        while i < end {
+            let lo = i % 64;
+            let k = (64 - lo).min(end - i);
+            let mask = if k == 64 { u64::MAX } else { ((1u64 << k) - 1) << lo };
+            *self.word_mut(i) &= !mask;
+            let o = other.word_mut(i);
+            n += (*o & mask).count_ones() as usize;
+            *o |= mask;
+            i += k;
+        }
+        n
     }
 
     /// Sets bits `start..start + len`.
@@ -187,28 +215,47 @@ impl<const W: usize> Bitmap<W> {
 
     /// Best fit: the start of the shortest run of set bits of length at least `len` whose
     /// start is a multiple of `align` (a power of two, in bits); ties go to the lowest address.
-    /// Also returns the longest run seen (for callers tracking it).
     pub fn find_run(&self, len: usize, align: usize) -> Option<usize> {
-        let mut best: Option<(usize, usize)> = None;
+        // A `longest` above every run lets the scan stop at the first exact fit.
+        self.find_fit(len, align, Self::BITS + 1).map(|f| f.start)
+    }
+
+    /// `find_run`'s best fit, with what a caller keeping the map's longest run needs to update
+    /// it after taking `len` bits at `start`, without a second scan: the run the fit lies in
+    /// and the longest of the other runs. `longest` is the map's longest run, exact: the scan
+    /// stops early only at a run of exactly `len` bits shorter than that, when a run of
+    /// `longest` bits is among the others.
+    pub fn find_fit(&self, len: usize, align: usize, longest: usize) -> Option<Fit> {
+        // (aligned start, run start, run end) of the best run so far.
+        let mut best: Option<(usize, usize, usize)> = None;
+        // The two longest runs seen (a length seen twice fills both).
+        let (mut top, mut second) = (0, 0);
         let mut i = 0;
         while let Some(start) = self.next_set(i) {
             let end = self.next_clear(start);
+            let run = end - start;
+            if run > top {
+                (top, second) = (run, top);
+            } else if run > second {
+                second = run;
+            }
             let astart = (start + align - 1) & !(align - 1);
-            if astart + len <= end {
-                let run = end - start;
-                if best.is_none_or(|(_, b)| run < b) {
-                    best = Some((astart, run));
-                    if run == len {
-                        break;
-                    }
+            if astart + len <= end && best.is_none_or(|(_, s, e)| run < e - s) {
+                best = Some((astart, start, end));
+                if run == len && run < longest {
+                    let others = longest;
+                    return Some(Fit { start: astart, run_start: start, run_end: end, others });
                 }
             }
             i = end;
         }
-        best.map(|(s, _)| s)
+        let (start, run_start, run_end) = best?;
+        // The chosen run is one of the runs seen: without it the longest is `second` if it
+        // was the (or a) longest, else `top`.
+        let others = if run_end - run_start == top { second } else { top };
+        Some(Fit { start, run_start, run_end, others })
     }
 
-    /// The length of the longest run of set bits.
     /// The first bit of the run of set bits holding bit `i` (which must be set): one past the
     /// last clear bit below `i`, or 0.
     pub fn run_start(&self, i: usize) -> usize {
@@ -232,6 +279,7 @@ impl<const W: usize> Bitmap<W> {
         self.next_clear(i) - self.run_start(i)
     }
 
+    /// The length of the longest run of set bits.
     pub fn longest_run(&self) -> usize {
         let mut longest = 0;
         let mut i = 0;
@@ -350,6 +398,55 @@ mod tests {
         assert!(!b.all_set(59, 2));
         b.clear_range(60, 70);
         assert_eq!(b.count(), 1);
+    }
+
+    /// `find_fit` against a rescan: after taking each fit, the longest run it implies is the
+    /// map's longest run, over random maps, lengths and alignments (a wrong `others` for
+    /// duplicated longest runs, an early stop at the only longest run, or a fit's pieces left
+    /// out make it disagree).
+    #[test]
+    fn find_fit_gives_the_longest_run_left_after_the_take() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..2000 {
+            let mut b = Bitmap::<8>::new();
+            // Runs of random length at random places, sometimes long ones.
+            for _ in 0..(next() % 12) {
+                let start = (next() % 512) as usize;
+                let len = (next() % if next() % 4 == 0 { 300 } else { 24 }) as usize;
+                b.set_range(start, len.min(512 - start));
+            }
+            let len = 1 + (next() % 40) as usize;
+            let align = 1 << (next() % 4);
+            let longest = b.longest_run();
+            let fit = b.find_fit(len, align, longest);
+            assert_eq!(fit.map(|f| f.start), b.find_run(len, align));
+            let Some(f) = fit else { continue };
+            assert_eq!(f.start % align, 0);
+            assert_eq!((f.run_start, f.run_end - f.run_start), (b.run_start(f.start), b.run_len_at(f.start)));
+            b.clear_range(f.start, len);
+            let implied = f.others.max(f.start - f.run_start).max(f.run_end - f.start - len);
+            assert_eq!(implied, b.longest_run(), "fit {f:?} of {len} aligned {align}");
+        }
+    }
+
+    #[test]
+    fn move_range_to_clears_here_sets_there_and_counts() {
+        let (mut free, mut dirty) = (Bitmap::<8>::new(), Bitmap::<8>::new());
+        free.set_range(0, 512);
+        dirty.set_range(60, 10);
+        dirty.set(200);
+        assert_eq!(free.move_range_to(&mut dirty, 50, 150), 10);
+        assert_eq!(free.count(), 512 - 150);
+        assert_eq!((free.next_clear(0), free.next_set(50)), (50, Some(200)));
+        assert_eq!(dirty.count(), 151);
+        assert!(dirty.all_set(50, 151));
+        assert_eq!(free.move_range_to(&mut dirty, 200, 1), 1);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! The global `ChunkSource` (lock rank 4) hands fresh chunks to arenas; only arenas in need of
 //! new chunks touch it.
 
-use crate::bitmap::Bitmap;
+use crate::bitmap::{Bitmap, Fit};
 use crate::list::linked;
 use crate::os;
 use crate::size_class::{CHUNK, CHUNK_PAGES, LG_CHUNK};
@@ -116,24 +116,40 @@ impl PageChunk {
     }
 
     /// Marks pages `start..start+n` used and touched; returns whether any was already dirty
-    /// (so zeroing must write).
+    /// (so zeroing must write). Taking from a longest run rescans the map for the new longest
+    /// run (`take_fit` needs no scan).
     pub fn take_pages(&mut self, start: usize, n: usize) -> bool {
         debug_assert!(self.free.all_set(start, n));
         // Only taking from a longest run can shorten the longest run.
         let from_longest = self.free.run_len_at(start) == self.longest as usize;
-        self.free.clear_range(start, n);
-        let mut was_dirty = 0;
-        for i in start..start + n {
-            if self.dirty.get(i) {
-                was_dirty += 1;
-            }
-        }
-        self.dirty.set_range(start, n);
-        self.nfree -= n as u32;
-        self.ndirty_free -= was_dirty;
+        let dirty = self.take_marked(start, n, self.longest as usize);
         if from_longest {
             self.longest = self.free.longest_run() as u32;
         }
+        dirty
+    }
+
+    /// `take_pages` of the `n` pages at `fit.start`, a fit `free.find_fit(n, ..)` returned
+    /// (with nothing changed since): the longest free run after it is the longest of the other
+    /// runs and the two pieces left of the fit's run, with no scan of the map.
+    pub fn take_fit(&mut self, fit: Fit, n: usize) -> bool {
+        debug_assert!(fit.run_start <= fit.start && fit.start + n <= fit.run_end);
+        debug_assert_eq!(self.free.run_len_at(fit.start), fit.run_end - fit.run_start);
+        let left = fit.start - fit.run_start;
+        let right = fit.run_end - (fit.start + n);
+        self.take_marked(fit.start, n, fit.others.max(left).max(right))
+    }
+
+    /// Marks the free pages `start..start+n` used and touched and sets the longest free run
+    /// to `longest`; returns whether any page was dirty.
+    #[inline]
+    fn take_marked(&mut self, start: usize, n: usize, longest: usize) -> bool {
+        // Free bits cleared, dirty bits set, in one pass; the dirty bits of free pages are
+        // their own (a used page's is always set).
+        let was_dirty = self.free.move_range_to(&mut self.dirty, start, n) as u32;
+        self.nfree -= n as u32;
+        self.ndirty_free -= was_dirty;
+        self.longest = longest as u32;
         was_dirty != 0
     }
 

@@ -10,6 +10,7 @@
 
 use crate::arena_state::ArenaInner;
 use crate::base::BASE;
+use crate::bitmap::Fit;
 use crate::chunk::*;
 use crate::extent::{system_mode, thp_threshold};
 use crate::list;
@@ -71,16 +72,16 @@ impl ArenaInner {
             let mut pc = head;
             while !pc.is_null() {
                 // SAFETY: filed chunks are live.
-                let found = unsafe { (*pc).free.find_run(n, align_pages) };
-                if let Some(start) = found {
+                let found = unsafe { (*pc).free.find_fit(n, align_pages, (*pc).longest as usize) };
+                if let Some(fit) = found {
                     self.chunk_unfile(pc);
-                    // SAFETY: pages start..start+n are free in pc.
+                    // SAFETY: pages fit.start..fit.start+n are free in pc, a fit of its map.
                     let dirty = unsafe {
                         (*pc).check_amortised();
-                        (*pc).take_pages(start, n)
+                        (*pc).take_fit(fit, n)
                     };
                     self.chunk_file(pc);
-                    return Some((pc, start, dirty));
+                    return Some((pc, fit.start, dirty));
                 }
                 // SAFETY: as above.
                 pc = unsafe { (*pc).next };
@@ -98,9 +99,16 @@ impl ArenaInner {
         n: usize,
     ) -> (*mut PageChunk, usize, bool) {
         self.chunk_unfile(pc);
-        // SAFETY: a new page chunk has all pages free; an aligned run exists since
-        // align_pages divides CHUNK_PAGES and n fits (callers never ask for more).
-        let dirty = unsafe { (*pc).take_pages(0, n) };
+        // A new page chunk has all pages free: one run of them all, whose first `n` pages are
+        // a fit (aligned to anything dividing CHUNK_PAGES; callers never ask for more).
+        let fit = Fit {
+            start: 0,
+            run_start: 0,
+            run_end: CHUNK_PAGES,
+            others: 0,
+        };
+        // SAFETY: pc is a live page chunk on no list; `fit` is one of its map, as above.
+        let dirty = unsafe { (*pc).take_fit(fit, n) };
         self.chunk_file(pc);
         (pc, 0, dirty)
     }

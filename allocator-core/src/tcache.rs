@@ -464,12 +464,7 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
                 runs,
                 // SAFETY: owner_of returned live page chunks.
                 |&(chunk, _)| unsafe { (*chunk).arena },
-                |home, group| {
-                    let a = crate::registry::arena(home as usize);
-                    for &(chunk, page) in group.iter() {
-                        a.large_free(chunk, page);
-                    }
-                },
+                |home, group| crate::registry::arena(home as usize).large_free_all(group),
             );
         }
     }

@@ -41,26 +41,34 @@ impl Arena {
 
     /// Frees a large block found by `owner_of`.
     pub(crate) fn large_free(&self, pc: *mut PageChunk, page: usize) {
+        self.large_free_all(&[(pc, page)]);
+    }
+
+    /// Frees the large blocks `blocks` (each found by `owner_of`, this arena's) under one
+    /// arena lock, then runs a decay pass if one is due: a thread cache's flush of a large bin.
+    pub(crate) fn large_free_all(&self, blocks: &[(*mut PageChunk, usize)]) {
         let mut inner = self.inner.lock();
-        // SAFETY: pc is the block's live page chunk; its head word says how many pages.
-        let (n, class) = unsafe {
-            let w = word(&*pc, page);
-            if w & PAGE_KIND != PAGE_LARGE {
-                diag::fatal_ptr(
-                    "double free of",
-                    ((*pc).addr + page * os::PAGE) as *const u8,
-                );
-            }
-            (
-                ((w & PAGE_PAYLOAD) >> 3) as usize,
-                (w >> PAGE_CLASS_SHIFT) as usize,
-            )
-        };
-        inner.pages_free(pc, page, n);
-        let s = &mut inner.stats;
-        s.large_nfree += 1;
-        s.large_allocated -= class_size(class) as u64;
-        s.active_pages -= n as u64;
+        for &(pc, page) in blocks {
+            // SAFETY: pc is the block's live page chunk; its head word says how many pages.
+            let (n, class) = unsafe {
+                let w = word(&*pc, page);
+                if w & PAGE_KIND != PAGE_LARGE {
+                    diag::fatal_ptr(
+                        "double free of",
+                        ((*pc).addr + page * os::PAGE) as *const u8,
+                    );
+                }
+                (
+                    ((w & PAGE_PAYLOAD) >> 3) as usize,
+                    (w >> PAGE_CLASS_SHIFT) as usize,
+                )
+            };
+            inner.pages_free(pc, page, n);
+            let s = &mut inner.stats;
+            s.large_nfree += 1;
+            s.large_allocated -= class_size(class) as u64;
+            s.active_pages -= n as u64;
+        }
         drop(inner);
         self.maybe_decay();
     }
