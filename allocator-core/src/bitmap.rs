@@ -90,7 +90,11 @@ impl<const W: usize> Bitmap<W> {
         while i < end {
             let lo = i % 64;
             let k = (64 - lo).min(end - i);
-            let mask = if k == 64 { u64::MAX } else { ((1u64 << k) - 1) << lo };
+            let mask = if k == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << k) - 1) << lo
+            };
             *self.word_mut(i) &= !mask;
             let o = other.word_mut(i);
             n += (*o & mask).count_ones() as usize;
@@ -244,7 +248,12 @@ impl<const W: usize> Bitmap<W> {
                 best = Some((astart, start, end));
                 if run == len && run < longest {
                     let others = longest;
-                    return Some(Fit { start: astart, run_start: start, run_end: end, others });
+                    return Some(Fit {
+                        start: astart,
+                        run_start: start,
+                        run_end: end,
+                        others,
+                    });
                 }
             }
             i = end;
@@ -252,8 +261,17 @@ impl<const W: usize> Bitmap<W> {
         let (start, run_start, run_end) = best?;
         // The chosen run is one of the runs seen: without it the longest is `second` if it
         // was the (or a) longest, else `top`.
-        let others = if run_end - run_start == top { second } else { top };
-        Some(Fit { start, run_start, run_end, others })
+        let others = if run_end - run_start == top {
+            second
+        } else {
+            top
+        };
+        Some(Fit {
+            start,
+            run_start,
+            run_end,
+            others,
+        })
     }
 
     /// The first bit of the run of set bits holding bit `i` (which must be set): one past the
@@ -428,10 +446,20 @@ mod tests {
             assert_eq!(fit.map(|f| f.start), b.find_run(len, align));
             let Some(f) = fit else { continue };
             assert_eq!(f.start % align, 0);
-            assert_eq!((f.run_start, f.run_end - f.run_start), (b.run_start(f.start), b.run_len_at(f.start)));
+            assert_eq!(
+                (f.run_start, f.run_end - f.run_start),
+                (b.run_start(f.start), b.run_len_at(f.start))
+            );
             b.clear_range(f.start, len);
-            let implied = f.others.max(f.start - f.run_start).max(f.run_end - f.start - len);
-            assert_eq!(implied, b.longest_run(), "fit {f:?} of {len} aligned {align}");
+            let implied = f
+                .others
+                .max(f.start - f.run_start)
+                .max(f.run_end - f.start - len);
+            assert_eq!(
+                implied,
+                b.longest_run(),
+                "fit {f:?} of {len} aligned {align}"
+            );
         }
     }
 
