@@ -970,7 +970,11 @@ mod tests {
     fn keeps_empty_slabs_up_to_the_budget_and_decay_returns_the_idle_ones() {
         let class = class_of(1024);
         let keep = keep_empty(class) as usize;
-        assert_eq!(keep, KEEP_EMPTY_BYTES / 4096, "1 KiB slabs are one page");
+        // 1 KiB slabs are two pages of 8 objects (`SLAB_MIN_OBJS`): the bytes and the objects
+        // budgets agree.
+        let objs = SLAB_OBJS[class] as usize;
+        assert_eq!((SLAB_PAGES[class], objs), (2, 8));
+        assert_eq!(keep, KEEP_EMPTY_BYTES / 8192);
         let mut bin = BinState::new();
         let mut made = Vec::new();
         let mut next_addr = 0x100000;
@@ -981,7 +985,7 @@ mod tests {
             s
         };
         // Ten slabs more than the bin may keep, all handed out.
-        let mut out = std::vec![null_mut(); (keep + 10) * 4];
+        let mut out = std::vec![null_mut(); (keep + 10) * objs];
         // SAFETY: each slab is fresh, of `class`, and given to the bin only.
         let n = unsafe { bin.fill(&mut out, || new_slab_fn(&mut made)) };
         assert_eq!(n, out.len());
@@ -998,11 +1002,11 @@ mod tests {
         // A decay right after: the refill above needed no kept slab, but none was kept
         // then, so nothing is idle yet.
         assert_eq!(bin.decay(|s| released.push(s)), 0);
-        // A refill takes the current slab's 4 objects and two kept slabs: those two were
+        // A refill takes the current slab's objects and two kept slabs: those two were
         // needed since the last pass, the others were not.
-        let mut again = [null_mut(); 12];
+        let mut again = std::vec![null_mut(); 3 * objs];
         // SAFETY: as above; no new slab is needed.
-        assert_eq!(unsafe { bin.fill(&mut again, || unreachable!()) }, 12);
+        assert_eq!(unsafe { bin.fill(&mut again, || unreachable!()) }, 3 * objs);
         assert_eq!(bin.nempty as usize, keep - 2);
         let back: Vec<_> = again.iter().map(|&p| (p, owner_in(&made, p))).collect();
         // SAFETY: as above.

@@ -100,10 +100,47 @@ pub const fn is_small(idx: usize) -> bool {
     idx < NSMALL
 }
 
-/// Pages in one slab of small class `idx`: the fewest pages (at most 16) that waste at most
-/// 1/64 of the slab, else the least wasteful count; never more than `SLAB_MAX_OBJS` objects.
+/// Objects a slab should hold at least, where `SLAB_OBJS_PAGES` pages can: a refill or a
+/// flush then moves a slab's worth of blocks per slab created or released (with one-object
+/// slabs of 4 KiB, every 4 KiB block cost a slab of its own: 1,043 instructions per block
+/// through a batch's refill and flush, 326 with slabs of 8; docs/benchmarks.md, "Session 9").
+pub const SLAB_MIN_OBJS: usize = 8;
+/// The most pages a slab takes to reach `SLAB_MIN_OBJS` objects.
+pub const SLAB_OBJS_PAGES: usize = 8;
+
+/// Pages in one slab of small class `idx`. Among the counts of at most `SLAB_OBJS_PAGES`
+/// pages that waste at most 1/64 of the slab: the fewest that hold `SLAB_MIN_OBJS` objects,
+/// else the one holding the most objects (the fewest pages among equals). Where no count up
+/// to 16 pages is that tight (no class today): the least wasteful. Never more than
+/// `SLAB_MAX_OBJS` objects.
 pub const fn compute_slab_pages(idx: usize) -> usize {
     let size = class_size(idx);
+    // The tight count of at most SLAB_OBJS_PAGES pages with the most objects so far.
+    let (mut tight, mut tight_objs) = (0, 0);
+    let mut p = 1;
+    while p <= SLAB_OBJS_PAGES {
+        let bytes = p * PAGE;
+        let objs = bytes / size;
+        if objs > SLAB_MAX_OBJS {
+            break;
+        }
+        if objs >= 1 && (bytes - objs * size) * 64 <= bytes && objs > tight_objs {
+            if objs >= SLAB_MIN_OBJS {
+                return p;
+            }
+            (tight, tight_objs) = (p, objs);
+        }
+        p += 1;
+    }
+    if tight > 0 {
+        return tight;
+    }
+    least_wasteful_slab_pages(size)
+}
+
+/// The count of at most 16 pages that wastes the smallest share of a slab of `size`-byte
+/// objects (the fewest pages among equals), never more than `SLAB_MAX_OBJS` objects.
+const fn least_wasteful_slab_pages(size: usize) -> usize {
     let mut best = 1;
     let mut best_waste_num = usize::MAX;
     let mut best_den = 1;
@@ -116,9 +153,6 @@ pub const fn compute_slab_pages(idx: usize) -> usize {
         }
         if objs >= 1 {
             let waste = bytes - objs * size;
-            if waste * 64 <= bytes {
-                return p;
-            }
             // Compare waste/bytes fractions without division.
             if waste * best_den < best_waste_num.saturating_mul(bytes)
                 || best_waste_num == usize::MAX

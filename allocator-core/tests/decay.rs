@@ -115,28 +115,28 @@ fn kept_empty_slabs_move_to_a_class_of_the_same_page_count() {
             })
             .collect()
     };
-    // 1 KiB and 512 B slabs are one page; 160 B slabs are two.
-    let (kib, half, odd) = (class_of(1024), class_of(512), class_of(160));
-    let k = alloc_n(1024, 64 * SLAB_OBJS[kib] as usize);
+    // 256 B and 512 B slabs are one page; 160 B slabs are two.
+    let (quarter, half, odd) = (class_of(256), class_of(512), class_of(160));
+    let k = alloc_n(256, 64 * SLAB_OBJS[quarter] as usize);
     let pages: HashSet<usize> = k.iter().map(|&p| page(p)).collect();
     assert_eq!(pages.len(), 64);
     for p in k {
         // SAFETY: p is live.
         unsafe { alloc::free_no_cache(p) };
     }
-    // 63 kept empty by the 1 KiB bin (the 64th is its current slab).
+    // 63 kept empty by the 256 B bin (the 64th is its current slab).
     let active = counter("pactive");
     let moved = counter("small.slabs_moved");
     let h = alloc_n(512, 32 * SLAB_OBJS[half] as usize);
     assert_eq!(
         counter("small.slabs_moved"),
         moved + 32,
-        "512 B slabs not taken from 1 KiB"
+        "512 B slabs not taken from 256 B"
     );
     assert_eq!(counter("pactive"), active, "fresh pages taken");
     assert!(
         h.iter().all(|&p| pages.contains(&page(p))),
-        "a 512 B block outside the pages 1 KiB emptied"
+        "a 512 B block outside the pages 256 B emptied"
     );
     let o = alloc_n(160, 1);
     assert_eq!(
@@ -149,7 +149,7 @@ fn kept_empty_slabs_move_to_a_class_of_the_same_page_count() {
         // SAFETY: p is live.
         unsafe { alloc::free_no_cache(p) };
     }
-    // The bins' figures follow the slabs: 1 KiB holds its current slab and 31 kept.
+    // The bins' figures follow the slabs: 256 B holds its current slab and 31 kept.
     let slabs = |class: usize| {
         let key = format!("stats.arenas.{arena}.bins.{class}.curslabs");
         match ctl::read(&key) {
@@ -157,9 +157,9 @@ fn kept_empty_slabs_move_to_a_class_of_the_same_page_count() {
             other => panic!("{key}: {other:?}"),
         }
     };
-    assert_eq!(slabs(kib), 32);
+    assert_eq!(slabs(quarter), 32);
     assert_eq!(slabs(half), 32);
     // `purge` gives every kept slab back, borrowed ones included.
     hugealloc::purge();
-    assert_eq!(slabs(kib) + slabs(half) + slabs(odd), 0);
+    assert_eq!(slabs(quarter) + slabs(half) + slabs(odd), 0);
 }
