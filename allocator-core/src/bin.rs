@@ -641,7 +641,7 @@ pub const REMOTE_SLOTS: usize = {
 /// One buffered remote free: the block and the slab holding it.
 pub type RemoteItem = (*mut u8, *mut Slab);
 
-/// Bytes of a remote-free storage block ([`RemoteFrees::attach`]): 16 per item, 13,504 in all
+/// Bytes of a remote-free storage block ([`RemoteFrees::attach`]): 16 per item, 13,632 in all
 /// (as much as the thread cache's own small-class stacks, which hold twice the items at 8 B).
 pub const REMOTE_STORAGE_BYTES: usize = REMOTE_SLOTS * core::mem::size_of::<RemoteItem>();
 

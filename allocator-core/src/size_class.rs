@@ -2,7 +2,8 @@
 //! (`2^n + k * 2^(n-2)`, k = 1..4), so rounding up wastes at most 25% of a block, or less than
 //! the 16-byte quantum that blocks of 16 bytes and more are aligned to (17 B takes 32 B).
 //!
-//! Indices: `0..NSMALL` are small classes (slab objects, up to `SMALL_MAX` = 14 KiB);
+//! Indices: `0..NSMALL` are small classes (slab objects, up to `SMALL_MAX` = 16 KiB, where
+//! jemalloc stops at 14 KiB: a 16 KiB block as a page run cost twice as much as a slab's);
 //! `NSMALL..NSMALL + NLARGE` are large classes (page runs inside a chunk, up to 1.75 MiB);
 //! from `HUGE_FIRST` on, huge classes (runs of whole 2 MiB chunks). Everything is `const fn`,
 //! and the tables are computed at compile time.
@@ -17,11 +18,11 @@ pub const CHUNK: usize = 1 << LG_CHUNK;
 pub const CHUNK_PAGES: usize = CHUNK / PAGE;
 
 /// The number of small classes.
-pub const NSMALL: usize = 36;
+pub const NSMALL: usize = 37;
 /// The largest small size.
-pub const SMALL_MAX: usize = 14336;
+pub const SMALL_MAX: usize = 16384;
 /// The number of large classes.
-pub const NLARGE: usize = 28;
+pub const NLARGE: usize = 27;
 /// The first huge class index (2 MiB).
 pub const HUGE_FIRST: usize = NSMALL + NLARGE;
 /// The largest large size.
@@ -105,8 +106,10 @@ pub const fn is_small(idx: usize) -> bool {
 /// slabs of 4 KiB, every 4 KiB block cost a slab of its own: 1,043 instructions per block
 /// through a batch's refill and flush, 326 with slabs of 8; docs/benchmarks.md, "Session 9").
 pub const SLAB_MIN_OBJS: usize = 8;
-/// The most pages a slab takes to reach `SLAB_MIN_OBJS` objects.
-pub const SLAB_OBJS_PAGES: usize = 8;
+/// The most pages a slab takes to reach `SLAB_MIN_OBJS` objects: 32, so that every small
+/// class reaches it (16 KiB in 32 pages; 14 KiB in 28). At 8 pages, 10–16 KiB slabs held 2
+/// objects: 821 instructions per 12 KiB block through a batch, 444 at 32.
+pub const SLAB_OBJS_PAGES: usize = 32;
 
 /// Pages in one slab of small class `idx`. Among the counts of at most `SLAB_OBJS_PAGES`
 /// pages that waste at most 1/64 of the slab: the fewest that hold `SLAB_MIN_OBJS` objects,
@@ -251,7 +254,7 @@ pub const fn huge_chunks(idx: usize) -> usize {
 }
 
 const _: () = assert!(class_size(NSMALL - 1) == SMALL_MAX);
-const _: () = assert!(class_size(NSMALL) == 16384);
+const _: () = assert!(class_size(NSMALL) == 20480, "the first large class");
 const _: () = assert!(class_size(HUGE_FIRST - 1) == LARGE_MAX);
 const _: () = assert!(class_size(HUGE_FIRST) == CHUNK);
 const _: () = assert!(LARGE_MAX < CHUNK);

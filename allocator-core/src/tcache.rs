@@ -534,6 +534,6 @@ mod tests {
             .map(|c| (SLAB_OBJS[c] as usize * 2).clamp(16, CAP_MAX).div_ceil(2))
             .sum();
         assert_eq!(bin::REMOTE_SLOTS, small_slots);
-        assert_eq!(bin::REMOTE_STORAGE_BYTES, 13_504);
+        assert_eq!(bin::REMOTE_STORAGE_BYTES, 13_632);
     }
 }

@@ -394,7 +394,7 @@ fn ctl_fixed_values() {
     assert_eq!(read_str("version"), env!("CARGO_PKG_VERSION"));
     assert_eq!(read("arenas.page"), CtlValue::Size(4096));
     assert_eq!(read("arenas.quantum"), CtlValue::Size(16));
-    assert_eq!(read_u64("arenas.nbins"), 36);
+    assert_eq!(read_u64("arenas.nbins"), 37);
     assert_eq!(read("arenas.bin.0.size"), CtlValue::Size(8));
     let nregs = read_u64("arenas.bin.3.nregs");
     let slab = read_u64("arenas.bin.3.slab_size");

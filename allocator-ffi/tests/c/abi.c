@@ -401,7 +401,7 @@ static void test_allocx(void) {
                     MALLOCX_ALIGN(8192), MALLOCX_ALIGN(2 << 20), MALLOCX_ALIGN(8 << 20)};
     int extras[] = {0, MALLOCX_ZERO, MALLOCX_TCACHE_NONE, MALLOCX_ZERO | MALLOCX_TCACHE_NONE,
                     MALLOCX_TCACHE(0)};
-    size_t sizes[] = {1, 8, 9, 16, 17, 100, 4096, 14336, 14337, 70000, 2 * MiB, 5 * MiB + 3};
+    size_t sizes[] = {1, 8, 9, 16, 17, 100, 4096, 14336, 14337, 16384, 16385, 70000, 2 * MiB, 5 * MiB + 3};
     for (size_t ai = 0; ai < sizeof aligns / sizeof aligns[0]; ai++)
         for (size_t ei = 0; ei < sizeof extras / sizeof extras[0]; ei++)
             for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
