@@ -113,9 +113,10 @@ pub const SLAB_OBJS_PAGES: usize = 32;
 
 /// Pages in one slab of small class `idx`. Among the counts of at most `SLAB_OBJS_PAGES`
 /// pages that waste at most 1/64 of the slab: the fewest that hold `SLAB_MIN_OBJS` objects,
-/// else the one holding the most objects (the fewest pages among equals). Where no count up
-/// to 16 pages is that tight (no class today): the least wasteful. Never more than
-/// `SLAB_MAX_OBJS` objects.
+/// else the one holding the most objects (the fewest pages among equals); every class today
+/// reaches `SLAB_MIN_OBJS` (the `slabs_hold_min_objs` test). Where no count is that tight (no
+/// class today): the least wasteful of up to 16 pages. Never more than `SLAB_MAX_OBJS`
+/// objects.
 pub const fn compute_slab_pages(idx: usize) -> usize {
     let size = class_size(idx);
     // The tight count of at most SLAB_OBJS_PAGES pages with the most objects so far.
@@ -325,6 +326,24 @@ mod tests {
             let waste = bytes - objs * class_size(i);
             assert!(waste * 8 <= bytes, "class {i}: {waste} of {bytes} wasted");
         }
+    }
+
+    #[test]
+    fn slabs_hold_min_objs() {
+        for i in 0..NSMALL {
+            assert!(
+                SLAB_OBJS[i] as usize >= SLAB_MIN_OBJS,
+                "class {i} ({} B): {} objects in {} pages",
+                class_size(i),
+                SLAB_OBJS[i],
+                SLAB_PAGES[i]
+            );
+            assert!(SLAB_PAGES[i] as usize <= SLAB_OBJS_PAGES, "class {i}");
+        }
+        // The 16 KiB class is small, in slabs of 32 pages; the first large class is 20 KiB.
+        let c16 = class_of(16 << 10);
+        assert!(is_small(c16) && !is_small(class_of((16 << 10) + 1)));
+        assert_eq!((SLAB_PAGES[c16], SLAB_OBJS[c16]), (32, 8));
     }
 
     #[test]

@@ -44,10 +44,20 @@ impl Slab {
     /// Initialises a slab of `class` (a small class: anything else aborts) at `addr` with
     /// every object free.
     pub fn init(&mut self, addr: usize, class: usize, arena: u32) {
-        let (Some(&nobjs), Some(&magic)) = (SLAB_OBJS.get(class), DIV_MAGIC.get(class)) else {
+        let Some(&nobjs) = SLAB_OBJS.get(class) else {
             crate::diag::fatal_index("a slab of a class that is not small", class, NSMALL)
         };
-        let nobjs = nobjs as usize;
+        self.init_objs(addr, class, arena, nobjs as usize);
+    }
+
+    /// As `init`, with `nobjs` objects (at most the class's `SLAB_OBJS`): the loom models
+    /// make slabs of two objects, so that a fill crosses slabs within the few steps a model
+    /// can afford (every class holds at least `SLAB_MIN_OBJS`).
+    pub fn init_objs(&mut self, addr: usize, class: usize, arena: u32, nobjs: usize) {
+        let (Some(&most), Some(&magic)) = (SLAB_OBJS.get(class), DIV_MAGIC.get(class)) else {
+            crate::diag::fatal_index("a slab of a class that is not small", class, NSMALL)
+        };
+        let nobjs = nobjs.min(most as usize);
         self.addr = addr;
         self.class = class as u32;
         self.arena = arena;

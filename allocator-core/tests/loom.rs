@@ -57,7 +57,7 @@ impl Pool {
                 let s: *mut Slab = Box::into_raw(Box::new(unsafe { std::mem::zeroed() }));
                 let addr = 0x1000_0000 * (arena as usize + 1) + i * 0x10_0000;
                 // SAFETY: a fresh box.
-                unsafe { (*s).init(addr, class, arena) };
+                unsafe { (*s).init_objs(addr, class, arena, OBJS_PER_SLAB) };
                 s
             })
             .collect();
@@ -90,10 +90,14 @@ impl Drop for Pool {
     }
 }
 
-/// A class with two objects per slab, so a fill of three crosses a slab boundary.
+/// Objects in a pool's slab: two, so a fill of three crosses a slab boundary (every class's
+/// real slabs hold at least 8: `Slab::init_objs` makes smaller ones).
+const OBJS_PER_SLAB: usize = 2;
+
+/// The class of the models' slabs (of `OBJS_PER_SLAB` objects each).
 fn two_per_slab() -> usize {
     let class = class_of(2048);
-    assert_eq!(SLAB_OBJS[class], 2);
+    assert!(SLAB_OBJS[class] as usize >= OBJS_PER_SLAB);
     class
 }
 
