@@ -286,35 +286,94 @@ impl BinState {
             let run = s.give_all(slab, rest)?;
             // `run <= rest.len()`; `get` keeps the split free of a panic site.
             rest = rest.get(run..).unwrap_or(&[]);
-            s.check();
-            self.stats.nfree += run as u64;
-            if slab == self.current {
-                continue;
-            }
-            if s.is_empty() {
-                if s.listed {
-                    // SAFETY: a listed slab that was not empty (it had objects to give back)
-                    // is on this bin's non-full list.
-                    unsafe { list::remove(&mut self.nonfull, slab) };
-                    s.listed = false;
-                }
-                if self.nempty < keep_empty(s.class as usize) {
-                    // SAFETY: an unlisted live slab of this bin.
-                    unsafe { list::push(&mut self.empty, slab) };
-                    s.listed = true;
-                    self.nempty += 1;
-                    continue;
-                }
-                self.stats.nslabs -= 1;
-                release(slab);
-            } else if was_full {
-                // SAFETY: a full slab is never listed; now it has a free object.
-                unsafe { list::push(&mut self.nonfull, slab) };
-                s.listed = true;
-            }
+            // SAFETY: as above.
+            unsafe { self.settle(slab, was_full, run, &mut release) };
         }
         self.stats.nflushes += 1;
         Ok(())
+    }
+
+    /// As `flush`, for a thread cache's blocks as bare pointers (`tcache::flush_items`): a
+    /// run's slab is found by `slab_of` for its first block only, and `Slab::give_run` takes
+    /// the blocks after it that lie in the same slab, so a flush of blocks a refill took in
+    /// address order looks up one slab per run, not one per block. Stops before the first
+    /// block whose slab is not arena `arena`'s (this bin's arena), and returns how many were
+    /// returned: the caller sends the rest the general way. Errors as `flush`.
+    ///
+    /// # Safety
+    /// `slab_of(p)` returns the live slab of this bin's class holding `p` (or aborts), and the
+    /// bin's lock is held, as for every method here.
+    pub unsafe fn flush_ptrs(
+        &mut self,
+        ptrs: &[*mut u8],
+        arena: u32,
+        slab_of: impl Fn(*mut u8) -> *mut Slab,
+        mut release: impl FnMut(*mut Slab),
+    ) -> Result<usize, (*mut u8, &'static str)> {
+        self.check_amortised();
+        let mut done = 0;
+        while let Some(&p) = ptrs.get(done) {
+            let slab = slab_of(p);
+            // SAFETY: the contract: the live slab of this bin's class holding `p`.
+            let s = unsafe { &mut *slab };
+            if s.arena != arena {
+                break;
+            }
+            let was_full = s.is_full();
+            // The run of `slab` at `done`: at least `p` (or an error naming it).
+            let run = s.give_run(ptrs.get(done..).unwrap_or(&[]))?;
+            done += run;
+            // SAFETY: a live slab of this bin's class and arena: one this bin owns.
+            unsafe { self.settle(slab, was_full, run, &mut release) };
+        }
+        if done > 0 {
+            self.stats.nflushes += 1;
+        }
+        Ok(done)
+    }
+
+    /// After `run` objects went back to `slab` (`was_full` before): counts them and moves the
+    /// slab to the list it now belongs on: the non-full list, the kept empty slabs, or
+    /// `release` when `keep_empty(class)` are kept already.
+    ///
+    /// # Safety
+    /// `slab` is a live slab this bin owns; the bin's lock is held.
+    #[inline]
+    unsafe fn settle(
+        &mut self,
+        slab: *mut Slab,
+        was_full: bool,
+        run: usize,
+        release: &mut impl FnMut(*mut Slab),
+    ) {
+        // SAFETY: the contract.
+        let s = unsafe { &mut *slab };
+        s.check();
+        self.stats.nfree += run as u64;
+        if slab == self.current {
+            return;
+        }
+        if s.is_empty() {
+            if s.listed {
+                // SAFETY: a listed slab that was not empty (it had objects to give back) is on
+                // this bin's non-full list.
+                unsafe { list::remove(&mut self.nonfull, slab) };
+                s.listed = false;
+            }
+            if self.nempty < keep_empty(s.class as usize) {
+                // SAFETY: an unlisted live slab of this bin.
+                unsafe { list::push(&mut self.empty, slab) };
+                s.listed = true;
+                self.nempty += 1;
+                return;
+            }
+            self.stats.nslabs -= 1;
+            release(slab);
+        } else if was_full {
+            // SAFETY: a full slab is never listed; now it has a free object.
+            unsafe { list::push(&mut self.nonfull, slab) };
+            s.listed = true;
+        }
     }
 
     /// Whether the bin keeps an empty slab (one `lend_empty` would give).
@@ -1038,6 +1097,66 @@ mod tests {
         released.sort();
         released.dedup();
         assert_eq!(released.len(), made.len());
+        for s in made {
+            // SAFETY: every test slab came from Box::into_raw and is no longer used.
+            drop(unsafe { Box::from_raw(s) });
+        }
+    }
+
+    /// A cache's flush as bare pointers: one slab lookup per run of blocks of one slab, the
+    /// blocks back in their bitmaps, a stop before a block of another arena's slab, and a
+    /// double free named.
+    #[test]
+    fn flush_ptrs_looks_up_one_slab_per_run() {
+        let class = class_of(1024);
+        let objs = SLAB_OBJS[class] as usize;
+        let mut bin = BinState::new();
+        let mut made = Vec::new();
+        let mut next_addr = 0x100000;
+        let mut out = std::vec![null_mut(); 3 * objs];
+        // SAFETY: each slab is fresh, of `class`, and given to the bin only.
+        let n = unsafe {
+            bin.fill(&mut out, || {
+                let s = new_slab(next_addr, class);
+                next_addr += 0x10000;
+                made.push(s);
+                s
+            })
+        };
+        assert_eq!((n, made.len()), (out.len(), 3));
+        let lookups = std::cell::Cell::new(0);
+        let lookup = |p: *mut u8| {
+            lookups.set(lookups.get() + 1);
+            owner_in(&made, p)
+        };
+        // SAFETY: `lookup` gives each block's live test slab, which this bin owns.
+        let r = unsafe { bin.flush_ptrs(&out, 0, lookup, |_| {}) };
+        assert_eq!(r, Ok(out.len()));
+        assert_eq!(lookups.get(), 3, "one lookup per slab's run");
+        assert_eq!((bin.stats.nmalloc, bin.stats.nfree), (n as u64, n as u64));
+        for &s in &made {
+            // SAFETY: test slabs are live.
+            assert!(unsafe { (*s).is_empty() });
+        }
+        // The same blocks again: a double free, named.
+        // SAFETY: as above.
+        let r = unsafe { bin.flush_ptrs(&out[..1], 0, |p| owner_in(&made, p), |_| {}) };
+        assert_eq!(r, Err((out[0], crate::slab::DOUBLE)));
+        // Two slabs' worth out again; the second slab's blocks belong to arena 9 (a chunk
+        // that changed hands): the flush stops there and says how far it went.
+        let mut again = std::vec![null_mut(); 2 * objs];
+        // SAFETY: as above; kept slabs serve the refill.
+        assert_eq!(unsafe { bin.fill(&mut again, null_mut) }, again.len());
+        let second = owner_in(&made, again[objs]);
+        assert!(again[..objs].iter().all(|&p| owner_in(&made, p) != second));
+        // SAFETY: a test slab, not touched by anything else.
+        unsafe { (*second).arena = 9 };
+        // SAFETY: as above.
+        let r = unsafe { bin.flush_ptrs(&again, 0, |p| owner_in(&made, p), |_| {}) };
+        assert_eq!(r, Ok(objs));
+        // SAFETY: a live test slab.
+        let untouched = unsafe { (*second).nfree } == 0;
+        assert!(untouched, "the other arena's slab untouched");
         for s in made {
             // SAFETY: every test slab came from Box::into_raw and is no longer used.
             drop(unsafe { Box::from_raw(s) });

@@ -156,17 +156,45 @@ impl Slab {
         me: *mut Slab,
         items: &[(*mut u8, *mut Slab)],
     ) -> Result<usize, (*mut u8, &'static str)> {
+        self.give_leading(items, |&(p, s)| (s == me).then_some(p), false)
+    }
+
+    /// As `give_all` for bare pointers, the first of which the caller found in this slab: the
+    /// run is the leading pointers inside this slab's object area, so a thread cache's flush
+    /// looks a slab up once per run, not per block (`BinState::flush_ptrs`). The first pointer
+    /// outside the object area ends the run, unless it is the first (a pointer on the slab's
+    /// pages past its objects: not an object start).
+    #[inline]
+    pub fn give_run(&mut self, ptrs: &[*mut u8]) -> Result<usize, (*mut u8, &'static str)> {
+        self.give_leading(ptrs, |&p| Some(p), true)
+    }
+
+    /// The loop of `give_all` and `give_run`: `ptr` gives an item's pointer, or `None` where the
+    /// run ends; with `outside_ends`, so does a pointer past the object area after the first.
+    #[inline(always)]
+    fn give_leading<T>(
+        &mut self,
+        items: &[T],
+        ptr: impl Fn(&T) -> Option<*mut u8>,
+        outside_ends: bool,
+    ) -> Result<usize, (*mut u8, &'static str)> {
         let (addr, span) = (self.addr, self.span as u64);
         let (div_test, magic) = (self.div_test, self.magic as u64);
         // The word being gathered (`usize::MAX`: none yet) and its bits.
         let (mut word, mut bits) = (usize::MAX, 0u64);
         let mut n = 0;
-        for &(p, s) in items {
-            if s != me {
+        for item in items {
+            let Some(p) = ptr(item) else {
                 break;
-            }
+            };
             let off = (p as usize).wrapping_sub(addr) as u64;
-            if off >= span || off.wrapping_mul(div_test) >= div_test {
+            if off >= span {
+                if outside_ends && n > 0 {
+                    break;
+                }
+                return give_failed(p, INTERIOR);
+            }
+            if off.wrapping_mul(div_test) >= div_test {
                 return give_failed(p, INTERIOR);
             }
             // Exact for a multiple of the size below `span` (see `DIV_MAGIC`).
@@ -356,6 +384,18 @@ mod tests {
             Err((at(70), DOUBLE))
         );
         s.check();
+        assert!(s.is_empty());
+        // Bare pointers: the run ends at the first pointer outside the object area; a first
+        // pointer there, or inside an object, is not an object start.
+        let mut two = [core::ptr::null_mut(); 2];
+        assert_eq!(s.take(&mut two), 2);
+        let outside = (0x10000 + 48 * s.nobjs as usize + 8) as *mut u8;
+        assert_eq!(s.give_run(&[at(1), at(0), outside, at(5)]), Ok(2));
+        assert_eq!(s.give_run(&[outside, at(5)]), Err((outside, INTERIOR)));
+        assert_eq!(s.give_run(&[below, at(5)]), Err((below, INTERIOR)));
+        let inside = (0x10000 + 48 * 3 + 16) as *mut u8;
+        assert_eq!(s.give_run(&[inside]), Err((inside, INTERIOR)));
+        assert_eq!(s.give_run(&[at(0)]), Err((at(0), DOUBLE)));
         assert!(s.is_empty());
         let mut all = [core::ptr::null_mut(); 512];
         let n = s.take(&mut all);

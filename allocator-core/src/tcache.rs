@@ -254,7 +254,8 @@ impl Tcache {
         }
         // SAFETY: items[0..count] are initialised cached pointers and n <= count.
         let old = unsafe { core::slice::from_raw_parts_mut(bin.items, n) };
-        flush_items(class, old);
+        // SAFETY: the arena outlives every thread bound to it (arenas are never destroyed).
+        flush_items(unsafe { &*self.arena }, class, old);
         // SAFETY: n <= count: moves items[n..count] down to 0 (the ranges may overlap).
         unsafe { core::ptr::copy(bin.items.add(n), bin.items, count - n) };
         bin.count -= n as u32;
@@ -413,9 +414,12 @@ fn remote_home(home: u32, class: usize, group: &mut [(*mut u8, *mut Slab)]) {
 }
 
 /// Returns `items` (all of class `class`, possibly from several arenas) to their arenas,
-/// taking each arena's bin lock once per group. Each pointer's owner is looked up once (and
-/// checked to be of `class`: a sized free with a wrong size aborts here).
-pub fn flush_items(class: usize, items: &mut [*mut u8]) {
+/// taking each arena's bin lock once per group. Small blocks go to `home` first (the cache's
+/// arena, whose blocks a cache holds but for a chunk that changed hands), one slab looked up
+/// per run of blocks of one slab (`Arena::bin_flush_ptrs`); any left, from the first block of
+/// another arena's slab on, have each pointer's slab looked up once. Every pointer is checked
+/// to be of `class` (a sized free with a wrong size aborts here).
+pub fn flush_items(home: &Arena, class: usize, items: &mut [*mut u8]) {
     // Batches of at most CAP_MAX (by `get`, not `chunks_mut`, whose split holds a panic site).
     let mut start = 0;
     while start < items.len() {
@@ -425,6 +429,11 @@ pub fn flush_items(class: usize, items: &mut [*mut u8]) {
         };
         start = end;
         if is_small(class) {
+            let done = home.bin_flush_ptrs(class, batch);
+            let batch = match batch.get_mut(done..) {
+                Some(rest) if !rest.is_empty() => rest,
+                _ => continue,
+            };
             // Not zeroed first: 2 KiB of stores per flush cost more than the pointers' own
             // lookups when a flush is a few dozen objects.
             let mut buf = [MaybeUninit::<(*mut u8, *mut Slab)>::uninit(); CAP_MAX];

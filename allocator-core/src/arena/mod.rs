@@ -364,6 +364,39 @@ impl Arena {
         }
     }
 
+    /// Returns the leading blocks of `ptrs` (a thread cache's, all of small class `class`)
+    /// that lie in this arena's slabs, under one bin lock, a slab looked up per run of blocks
+    /// of one slab (`BinState::flush_ptrs`); returns how many: the caller sends the rest, from
+    /// the first block of another arena's slab on, the general way. Aborts on a pointer that
+    /// is not a block of `class` or is already free.
+    pub(crate) fn bin_flush_ptrs(&self, class: usize, ptrs: &[*mut u8]) -> usize {
+        let mut released = false;
+        let mut bin = self.bin(class).lock();
+        // SAFETY: `slab_of(p, class)` returns the live slab of class `class` holding `p` or
+        // aborts; the bin lock is held.
+        let r = unsafe {
+            bin.flush_ptrs(
+                ptrs,
+                self.index,
+                |p| slab_of(p, class),
+                |s| {
+                    released = true;
+                    self.slab_release(s)
+                },
+            )
+        };
+        self.kept_note(class, &mut bin);
+        drop(bin);
+        let done = match r {
+            Ok(done) => done,
+            Err((p, what)) => diag::fatal_ptr(what, p),
+        };
+        if released {
+            self.maybe_decay();
+        }
+        done
+    }
+
     /// Keeps bin `class`'s bit of `kept` equal to whether it keeps an empty slab. Called
     /// with that bin's lock held (`bin`), after each operation that may change it; touches
     /// the shared word only when it changed (`BinState::kept_changed`).
