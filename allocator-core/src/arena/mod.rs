@@ -39,7 +39,6 @@ use crate::size_class::*;
 use crate::slab::Slab;
 use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::thp::{self, ChunkAdvice, Thp};
-use core::mem::MaybeUninit;
 use core::ptr::{self, null_mut};
 
 pub use crate::arena_state::ArenaStats;
@@ -51,7 +50,7 @@ pub use crate::purge::{
 };
 
 /// The most pointers one batch between a thread cache and a bin holds (the thread cache's
-/// largest bin; `bin_flush` works through a stack buffer of this many).
+/// largest bin; `tcache::flush_items` works through stack buffers of this many).
 pub const BATCH_MAX: usize = 128;
 
 pub struct Arena {
@@ -325,23 +324,18 @@ impl Arena {
     }
 
     /// Returns `ptrs` (all of small class `class`, all owned by this arena) to their slabs,
-    /// taking the bin lock once. Aborts on a pointer that is not an object start or is
-    /// already free.
+    /// taking the bin lock once (`bin_flush_ptrs`: a slab looked up per run). Aborts on a
+    /// pointer that is not an object start or is already free, or of another arena's slab.
     pub(crate) fn bin_flush(&self, class: usize, ptrs: &[*mut u8]) {
-        // Not zeroed first (see `tcache::flush_items`).
-        let mut buf = [MaybeUninit::<(*mut u8, *mut Slab)>::uninit(); BATCH_MAX];
-        for chunk in ptrs.chunks(buf.len()) {
-            let mut n = 0;
-            for (item, &p) in buf.iter_mut().zip(chunk) {
-                item.write((p, slab_of(p, class)));
-                n += 1;
-            }
-            // SAFETY: the first `n <= BATCH_MAX` items were written just above.
-            self.bin_flush_slabs(class, unsafe { crate::bin::init_prefix(&mut buf, n) });
-        }
+        let done = self.bin_flush_ptrs(class, ptrs);
+        diag::invariant(
+            done == ptrs.len(),
+            "a bin flush given a block of another arena's slab",
+        );
     }
 
-    /// As `bin_flush`, with each pointer's slab already looked up (`slab_of`).
+    /// As `bin_flush`, with each pointer's slab already looked up (`slab_of`), of any order
+    /// (a remote-free drain's, the rest of a cache flush's).
     pub(crate) fn bin_flush_slabs(&self, class: usize, items: &[(*mut u8, *mut Slab)]) {
         let mut released = false;
         let mut bin = self.bin(class).lock();
