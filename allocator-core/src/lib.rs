@@ -138,6 +138,8 @@ mod base;
 
 mod slab;
 
+mod owned;
+
 mod bin;
 
 #[cfg(not(loom))]
