@@ -24,10 +24,8 @@
 
 use crate::diag;
 use crate::list;
-use crate::owned::OwnedSlabs;
 use crate::size_class::{class_size, compute_slab_pages, NSMALL, SLAB_OBJS, SLAB_PAGES};
 use crate::slab::Slab;
-use crate::sync::Ordering;
 use core::mem::MaybeUninit;
 use core::ptr::null_mut;
 
@@ -171,10 +169,8 @@ macro_rules! bin_figures {
             figure curregs "curregs" Size Main sum,
                 "blocks out (held by the program or a thread cache)";
             count nslabs as curslabs "curslabs" Size Main sum, "slabs the bin holds";
-            count nfills "nfills" U64 Main sum,
-                "thread-cache fills from the bin (slabs a thread adopted included)";
-            count nflushes "nflushes" U64 Main sum,
-                "thread-cache flushes to the bin (slabs a thread gave back included)";
+            count nfills "nfills" U64 Main sum, "thread-cache fills from the bin";
+            count nflushes "nflushes" U64 Main sum, "thread-cache flushes to the bin";
             figure lock_waits "lock_waits" U64 Mutex sum, "times the bin lock was found held";
         } }
     };
@@ -285,17 +281,6 @@ impl BinState {
         while let Some(&(_, slab)) = rest.first() {
             // SAFETY: the contract: each pointer's live slab of this bin, under its lock.
             let s = unsafe { &mut *slab };
-            if !s.owner().is_null() {
-                // A slab a thread owns: its remote bitmap, and the owner's pending list.
-                let run = s.give_all_remote(slab, rest)?;
-                rest = rest.get(run..).unwrap_or(&[]);
-                // Returned to the bin as far as the counters go; the owner's merge takes them
-                // again (`merge_pending`).
-                self.stats.nfree += run as u64;
-                // SAFETY: an owned live slab of this bin, under its lock.
-                unsafe { note_remote(slab) };
-                continue;
-            }
             let was_full = s.is_full();
             // The run of `slab` at the front of `rest`: at least its first item.
             let run = s.give_all(slab, rest)?;
@@ -333,16 +318,6 @@ impl BinState {
             let s = unsafe { &mut *slab };
             if s.arena != arena {
                 break;
-            }
-            if !s.owner().is_null() {
-                // A slab a thread owns: its remote bitmap, and the owner's pending list.
-                let run = s.give_run_remote(ptrs.get(done..).unwrap_or(&[]))?;
-                done += run;
-                // As in `flush`.
-                self.stats.nfree += run as u64;
-                // SAFETY: an owned live slab of this bin, under its lock.
-                unsafe { note_remote(slab) };
-                continue;
             }
             let was_full = s.is_full();
             // The run of `slab` at `done`: at least `p` (or an error naming it).
@@ -399,126 +374,6 @@ impl BinState {
             unsafe { list::push(&mut self.nonfull, slab) };
             s.listed = true;
         }
-    }
-
-    /// A slab for a thread to own (`owned`): the current slab when it has a free object, else
-    /// a partly used one, a kept empty one, or a new one from `new_slab` (null when out of
-    /// memory). It leaves the bin's lists; its free objects count as handed out (`nmalloc`,
-    /// as a refill's), and `owner` becomes its owner.
-    ///
-    /// # Safety
-    /// As `fill`'s for `new_slab`; `owner` is the calling thread's live `OwnedSlabs` of this
-    /// bin's class and arena, and the bin's lock is held.
-    pub unsafe fn adopt(
-        &mut self,
-        owner: *mut (),
-        new_slab: impl FnOnce() -> *mut Slab,
-    ) -> *mut Slab {
-        self.check_amortised();
-        let cur = self.current;
-        // SAFETY: the current slab, when set, is a live slab of this bin.
-        let slab = if !cur.is_null() && unsafe { !(*cur).is_full() } {
-            self.current = null_mut();
-            cur
-        } else if !self.nonfull.is_null() {
-            let s = self.nonfull;
-            // SAFETY: non-full slabs are live and listed in this bin.
-            unsafe { list::remove(&mut self.nonfull, s) };
-            s
-        } else if !self.empty.is_null() {
-            let s = self.empty;
-            // SAFETY: kept empty slabs are live and listed in this bin.
-            unsafe { list::remove(&mut self.empty, s) };
-            self.nempty -= 1;
-            self.nempty_low = self.nempty_low.min(self.nempty);
-            s
-        } else {
-            let s = new_slab();
-            if s.is_null() {
-                return s;
-            }
-            self.stats.nslabs += 1;
-            s
-        };
-        // SAFETY: a live slab of this bin, off every list now.
-        let s = unsafe { &mut *slab };
-        s.listed = false;
-        s.set_owner(owner);
-        self.stats.nmalloc += s.nfree as u64;
-        self.stats.nfills += 1;
-        slab
-    }
-
-    /// Takes `owned`'s pending list (the owner, under this bin's lock) and merges each slab's
-    /// remote blocks into its bitmap; a slab that empties and is not the owner's current one
-    /// is given back (`give_back`). Returns the first block found free twice.
-    ///
-    /// # Safety
-    /// `owned` is the calling thread's `OwnedSlabs` of this bin's class and arena; the bin's
-    /// lock is held.
-    pub unsafe fn merge_pending(
-        &mut self,
-        owned: &mut OwnedSlabs,
-        release: &mut impl FnMut(*mut Slab),
-    ) -> Result<(), (*mut u8, &'static str)> {
-        // Relaxed: pushes happen under this lock, which orders them before this swap.
-        let mut slab = owned.pending().swap(null_mut(), Ordering::Relaxed);
-        while !slab.is_null() {
-            // SAFETY: a slab on the pending list is owned by `owned` (only its owner gives it
-            // back, after merging this list), so live.
-            let s = unsafe { &mut *slab };
-            let next = core::mem::replace(&mut s.rnext, null_mut());
-            s.rpending = false;
-            let was_full = s.is_full();
-            // Handed out again, to the owner (the flush that brought them counted them in).
-            self.stats.nmalloc += s.merge_remote()? as u64;
-            s.check();
-            // SAFETY: an owned slab on the list its state before the merge said.
-            if unsafe { owned.settle(slab, was_full) } {
-                // SAFETY: unlinked by `settle`; owned by the caller, of this bin.
-                unsafe { self.give_back(slab, release) };
-            }
-            slab = next;
-        }
-        Ok(())
-    }
-
-    /// Takes back a slab its owner no longer owns (unlinked from the owner's lists, its
-    /// pending blocks merged): its free objects count as returned (`ndalloc`), and it goes
-    /// where `settle` puts a slab: the non-full list, the kept empty ones, `release`, or (full)
-    /// on no list.
-    ///
-    /// # Safety
-    /// `slab` is a live slab of this bin the caller owns, on none of its lists and not
-    /// pending; the bin's lock is held.
-    pub unsafe fn give_back(&mut self, slab: *mut Slab, release: &mut impl FnMut(*mut Slab)) {
-        // SAFETY: the contract.
-        let s = unsafe { &mut *slab };
-        diag::invariant(
-            !s.rpending && s.remote_is_empty(),
-            "a slab given back with remote frees not merged",
-        );
-        s.set_owner(null_mut());
-        s.check();
-        self.stats.nfree += s.nfree as u64;
-        self.stats.nflushes += 1;
-        if s.is_full() {
-            return;
-        }
-        if s.is_empty() && self.nempty >= keep_empty(s.class as usize) {
-            self.stats.nslabs -= 1;
-            release(slab);
-            return;
-        }
-        let head = if s.is_empty() {
-            self.nempty += 1;
-            &mut self.empty
-        } else {
-            &mut self.nonfull
-        };
-        // SAFETY: an unlisted live slab of this bin.
-        unsafe { list::push(head, slab) };
-        s.listed = true;
     }
 
     /// Whether the bin keeps an empty slab (one `lend_empty` would give).
@@ -684,29 +539,6 @@ impl BinState {
         );
         steps
     }
-}
-
-/// Puts owned slab `slab`, which just got remote blocks, on its owner's pending list unless
-/// it is there already.
-///
-/// # Safety
-/// `slab` is a live slab a thread owns, and its bin's lock is held (its owner gives it back
-/// only under that lock, so the owner's `OwnedSlabs` is live).
-#[inline]
-unsafe fn note_remote(slab: *mut Slab) {
-    // SAFETY: the contract.
-    let s = unsafe { &mut *slab };
-    if s.rpending {
-        return;
-    }
-    s.rpending = true;
-    // SAFETY: the contract: the owner's pending head (`owned::PendingHead`, what `owner`
-    // holds) outlives its ownership.
-    let head = unsafe { &*s.owner().cast::<crate::owned::PendingHead>() };
-    // Relaxed: every push and the owner's swap hold this bin's lock; the owner's unlocked
-    // read of the head is a hint.
-    s.rnext = head.load(Ordering::Relaxed);
-    head.store(slab, Ordering::Relaxed);
 }
 
 /// The first `n` items of `buf` as initialised values (a flush's stack buffer, filled in order
@@ -1419,78 +1251,5 @@ mod tests {
         // One group per key, each whole (the order of later groups follows the swaps).
         seen.sort();
         assert_eq!(seen, [(1, 2), (2, 1), (3, 3)]);
-    }
-
-    /// A slab a thread owns: adopting it takes it off the bin's lists and counts its free
-    /// objects out; another thread's flush of its blocks goes to its remote bitmap and puts it
-    /// on the owner's pending list once (a second free of the same block there is named);
-    /// the owner's merge takes them into its bitmap (a block the owner also freed is named);
-    /// giving it back puts it where its state says and counts its free objects back.
-    #[test]
-    fn owned_slab_hand_off() {
-        use crate::owned::OwnedSlabs;
-        let class = class_of(64);
-        let objs = SLAB_OBJS[class] as usize;
-        let mut bin = BinState::new();
-        let head = crate::owned::PendingHead::new(null_mut());
-        let mut owned = OwnedSlabs::new(&head);
-        let made = new_slab(0x200000, class);
-        // SAFETY: `made` is fresh, of `class`, given to the bin only.
-        let slab = unsafe { bin.adopt(owned.token(), || made) };
-        assert_eq!(slab, made);
-        // SAFETY: a live test slab.
-        let s = unsafe { &mut *slab };
-        assert!(owned.owns(s));
-        assert_eq!((bin.stats.nmalloc, bin.stats.nfills), (objs as u64, 1));
-        // SAFETY: adopted just above, on no list.
-        unsafe { owned.set_cur(slab) };
-        let mut out = std::vec![null_mut(); objs];
-        assert_eq!(owned.take(&mut out), objs);
-        assert!(s.is_full());
-        // Another thread flushes three blocks of it, in two flushes: pending once.
-        let items: Vec<(*mut u8, *mut Slab)> = out[..3].iter().map(|&p| (p, slab)).collect();
-        // SAFETY: the blocks' live slab, of this bin.
-        assert_eq!(unsafe { bin.flush(&items[..2], |_| {}) }, Ok(()));
-        // SAFETY: as above.
-        assert_eq!(unsafe { bin.flush(&items[2..], |_| {}) }, Ok(()));
-        assert!(s.is_full(), "the owner's bitmap is the owner's");
-        assert_eq!(head.load(Ordering::Relaxed), slab);
-        assert!(s.rnext.is_null(), "on the pending list once");
-        assert!(owned.has_pending());
-        // The same block again, before the owner merged: named.
-        // SAFETY: as above.
-        let again = unsafe { bin.flush(&items[..1], |_| {}) };
-        assert_eq!(again, Err((out[0], crate::slab::DOUBLE)));
-        // The owner merges: three free, nothing pending, counted out again.
-        let nmalloc = bin.stats.nmalloc;
-        // SAFETY: `owned` is this test's owner of the slab.
-        let merged = unsafe { bin.merge_pending(&mut owned, &mut |_| {}) };
-        assert_eq!(merged, Ok(()));
-        assert_eq!(s.nfree, 3);
-        assert!(!owned.has_pending() && !s.rpending && s.remote_is_empty());
-        assert_eq!(bin.stats.nmalloc, nmalloc + 3);
-        // A block the owner holds free already, flushed by another thread: named at the merge.
-        assert_eq!(owned.take(&mut out[..1]), 1);
-        // SAFETY: as above.
-        assert_eq!(unsafe { bin.flush(&items[1..2], |_| {}) }, Ok(()));
-        // SAFETY: as above.
-        let merged = unsafe { bin.merge_pending(&mut owned, &mut |_| {}) };
-        assert_eq!(merged, Err((out[1], crate::slab::DOUBLE)));
-        // Given back: the owner's lists are empty, the bin lists the slab as non-full and
-        // counts its free objects back.
-        s.remote = crate::bitmap::Bitmap::new();
-        let nfree = bin.stats.nfree;
-        let free_now = s.nfree as u64;
-        owned.drain(|x| {
-            // SAFETY: unlinked by `drain`, nothing pending.
-            unsafe { bin.give_back(x, &mut |_| panic!("not empty")) }
-        });
-        assert!(owned.is_empty());
-        assert!(s.owner().is_null() && s.listed);
-        assert_eq!(bin.stats.nfree, nfree + free_now);
-        assert_eq!(bin.nonfull, slab);
-        bin.check();
-        // SAFETY: the test slab came from Box::into_raw and is no longer used.
-        drop(unsafe { Box::from_raw(made) });
     }
 }

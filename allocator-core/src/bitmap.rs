@@ -66,14 +66,6 @@ impl<const W: usize> Bitmap<W> {
         *self.word_mut(i) &= !(1 << (i % 64));
     }
 
-    /// Clears word `w` (bits `64 * w..64 * w + 64`); nothing past the map.
-    #[inline]
-    pub fn clear_word(&mut self, w: usize) {
-        if let Some(word) = self.words.get_mut(w) {
-            *word = 0;
-        }
-    }
-
     /// Sets the bits `bits` of word `w` (bits `64 * w..64 * w + 64`) with one store, if none of
     /// them is set already; otherwise changes nothing and returns those already set (a word
     /// past the map returns `bits`). Slab flushes return a word's worth of objects at once.

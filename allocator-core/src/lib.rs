@@ -138,8 +138,6 @@ mod base;
 
 mod slab;
 
-mod owned;
-
 mod bin;
 
 #[cfg(not(loom))]

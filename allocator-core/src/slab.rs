@@ -1,16 +1,11 @@
 //! Slabs: a run of pages holding objects of one small class. Free objects are tracked in a
 //! bitmap kept in the slab descriptor (out of band: a set bit is a free object), so no free
-//! list lives in user memory. A slab is held by its arena's bin and touched only under that
-//! bin's lock, or owned by one thread (`owner`: that thread's `owned::OwnedSlabs` of the
-//! class), which alone writes `free` and `nfree`, without a lock; blocks other threads give
-//! back to an owned slab go, under the bin lock, to its `remote` bitmap, and the owner merges
-//! them (see `owned`).
+//! list lives in user memory. A slab is owned by one arena bin and touched only under that
+//! bin's lock.
 
 use crate::bitmap::Bitmap;
 use crate::list::linked;
 use crate::size_class::{class_min_size, class_size, DIV_MAGIC, NSMALL, SLAB_MAX_OBJS, SLAB_OBJS};
-use crate::sync::plain::AtomicPtr;
-use crate::sync::Ordering;
 
 /// What `give_all` reports for a pointer inside an object.
 pub const INTERIOR: &str = "free of a pointer inside a block (not its start):";
@@ -40,20 +35,7 @@ pub struct Slab {
     pub prev: *mut Slab,
     /// Whether it is on its bin's non-full list.
     pub listed: bool,
-    /// Whether it is on its owner's pending list (`rnext`): it has blocks in `remote`.
-    pub rpending: bool,
-    /// The thread state owning the slab (an `owned::OwnedSlabs`, a later layer: kept opaque
-    /// here), or null while its bin holds it. Written under the
-    /// bin lock only (by the bin when a thread adopts the slab, by the owner when it gives
-    /// the slab back); read without the lock only by the owner, comparing it with itself
-    /// (which no other thread can make true or false), so Relaxed suffices.
-    pub owner: AtomicPtr<()>,
-    /// The next slab on the owner's pending list (under the bin lock).
-    pub rnext: *mut Slab,
     pub free: Bitmap<{ SLAB_MAX_OBJS / 64 }>,
-    /// Blocks other threads gave back while the slab is owned, under the bin lock; the owner
-    /// merges them into `free` under the same lock (`merge_remote`).
-    pub remote: Bitmap<{ SLAB_MAX_OBJS / 64 }>,
 }
 
 linked!(Slab);
@@ -90,63 +72,8 @@ impl Slab {
         self.next = core::ptr::null_mut();
         self.prev = core::ptr::null_mut();
         self.listed = false;
-        self.rpending = false;
-        self.owner = AtomicPtr::new(core::ptr::null_mut());
-        self.rnext = core::ptr::null_mut();
         self.free = Bitmap::new();
         self.free.set_range(0, nobjs);
-        self.remote = Bitmap::new();
-    }
-
-    /// The owner (null: the bin holds the slab); see `owner`.
-    #[inline(always)]
-    pub fn owner(&self) -> *mut () {
-        self.owner.load(Ordering::Relaxed)
-    }
-
-    /// Sets the owner (the bin lock held).
-    #[inline]
-    pub fn set_owner(&self, owner: *mut ()) {
-        self.owner.store(owner, Ordering::Relaxed)
-    }
-
-    /// As `give_all`, into `remote` (a slab another thread owns, the bin lock held): `nfree`
-    /// and `free` stay the owner's; a block already in `remote` is a double free (one
-    /// already in `free` is caught by the owner's `merge_remote`).
-    #[inline]
-    pub fn give_all_remote(
-        &mut self,
-        me: *mut Slab,
-        items: &[(*mut u8, *mut Slab)],
-    ) -> Result<usize, (*mut u8, &'static str)> {
-        self.give_leading_to::<_, true>(items, |&(p, s)| (s == me).then_some(p), false)
-    }
-
-    /// As `give_run`, into `remote` (see `give_all_remote`).
-    #[inline]
-    pub fn give_run_remote(&mut self, ptrs: &[*mut u8]) -> Result<usize, (*mut u8, &'static str)> {
-        self.give_leading_to::<_, true>(ptrs, |&p| Some(p), true)
-    }
-
-    /// Moves the blocks of `remote` into `free` (the owner, under the bin lock): returns how
-    /// many, or the first block both held (a double free).
-    pub fn merge_remote(&mut self) -> Result<u32, (*mut u8, &'static str)> {
-        let mut n = 0;
-        for w in 0..SLAB_MAX_OBJS / 64 {
-            let bits = self.remote.words().get(w).copied().unwrap_or(0);
-            if bits == 0 {
-                continue;
-            }
-            self.remote.clear_word(w);
-            self.give_bits(w, bits)?;
-            n += bits.count_ones();
-        }
-        Ok(n)
-    }
-
-    /// Whether `remote` holds no block.
-    pub fn remote_is_empty(&self) -> bool {
-        self.remote.words().iter().all(|&w| w == 0)
     }
 
     /// Takes up to `out.len()` free objects into `out` (lowest addresses first); returns how
@@ -251,17 +178,6 @@ impl Slab {
         ptr: impl Fn(&T) -> Option<*mut u8>,
         outside_ends: bool,
     ) -> Result<usize, (*mut u8, &'static str)> {
-        self.give_leading_to::<T, false>(items, ptr, outside_ends)
-    }
-
-    /// `give_leading` into `free` (`REMOTE` false) or `remote`.
-    #[inline(always)]
-    fn give_leading_to<T, const REMOTE: bool>(
-        &mut self,
-        items: &[T],
-        ptr: impl Fn(&T) -> Option<*mut u8>,
-        outside_ends: bool,
-    ) -> Result<usize, (*mut u8, &'static str)> {
         let (addr, span) = (self.addr, self.span as u64);
         let (div_test, magic) = (self.div_test, self.magic as u64);
         // The word being gathered (`usize::MAX`: none yet) and its bits.
@@ -284,7 +200,7 @@ impl Slab {
             // Exact for a multiple of the size below `span` (see `DIV_MAGIC`).
             let i = ((off * magic) >> 32) as usize;
             if i / 64 != word {
-                self.give_bits_to::<REMOTE>(word, bits)?;
+                self.give_bits(word, bits)?;
                 (word, bits) = (i / 64, 0);
             }
             let bit = 1u64 << (i % 64);
@@ -294,27 +210,8 @@ impl Slab {
             bits |= bit;
             n += 1;
         }
-        self.give_bits_to::<REMOTE>(word, bits)?;
+        self.give_bits(word, bits)?;
         Ok(n)
-    }
-
-    /// `give_bits` into `free` or (`REMOTE`) `remote`, which leaves `nfree` alone.
-    #[inline(always)]
-    fn give_bits_to<const REMOTE: bool>(
-        &mut self,
-        word: usize,
-        bits: u64,
-    ) -> Result<(), (*mut u8, &'static str)> {
-        if !REMOTE {
-            return self.give_bits(word, bits);
-        }
-        if bits == 0 {
-            return Ok(());
-        }
-        self.remote.set_word_bits(word, bits).map_err(|both| {
-            let i = word * 64 + both.trailing_zeros() as usize;
-            ((self.addr + i * self.size as usize) as *mut u8, DOUBLE)
-        })
     }
 
     /// Marks the objects `bits` of bitmap word `word` free (nothing when `bits` is 0); an

@@ -20,7 +20,6 @@ use crate::arena::{self, Arena, Owner};
 use crate::base::BASE;
 use crate::bin::{self, RemoteFrees};
 use crate::chunk::PageChunk;
-use crate::owned::{OwnedSlabs, PendingHead};
 use crate::size_class::*;
 use crate::slab::Slab;
 use core::mem::MaybeUninit;
@@ -90,9 +89,6 @@ pub struct Tcache {
     /// Small blocks of other arenas freed by this thread, on their way home (one stack per
     /// small class; storage attached at the first remote free).
     remote: RemoteFrees,
-    /// The slabs this thread owns, per small class (`owned`): refills take from them and
-    /// frees past a full bin go into them, without a lock.
-    owned: [OwnedSlabs; NSMALL],
     /// Bytes of the whole metadata block (header and stacks).
     block_bytes: usize,
     gc_ticks: u32,
@@ -135,10 +131,7 @@ impl Tcache {
         for c in 0..NBINS {
             slots += bin_cap(c, tcache_max);
         }
-        // The owned slabs' pending-list heads follow the header (outside it: other threads
-        // push on them), then the stacks.
-        let heads = NSMALL * core::mem::size_of::<PendingHead>();
-        let bytes = header + heads + slots * core::mem::size_of::<*mut u8>();
+        let bytes = header + slots * core::mem::size_of::<*mut u8>();
         let tc = BASE.alloc(bytes) as *mut Tcache;
         if tc.is_null() {
             return tc;
@@ -150,18 +143,12 @@ impl Tcache {
             t.home_arena = (*arena).index;
             // Zeroed memory is an empty buffer; written whole for clarity.
             core::ptr::write(&mut t.remote, RemoteFrees::new());
-            let head0 = (tc as *mut u8).add(header) as *mut PendingHead;
-            for (c, owned) in t.owned.iter_mut().enumerate() {
-                let head = head0.add(c);
-                head.write(PendingHead::new(null_mut()));
-                core::ptr::write(owned, OwnedSlabs::new(head));
-            }
             // Relaxed: set once by the global init, which happened-before any cache exists.
             let profiling = PROFILING.load(crate::sync::Ordering::Relaxed);
             t.prof_countdown = if profiling { 0 } else { u64::MAX };
             t.sized_max = if profiling { 0 } else { FAST_MAX };
             t.block_bytes = bytes;
-            let mut items = (tc as *mut u8).add(header + heads) as *mut *mut u8;
+            let mut items = (tc as *mut u8).add(header) as *mut *mut u8;
             for (c, bin) in t.bins.iter_mut().enumerate() {
                 let cap = bin_cap(c, tcache_max);
                 *bin = TBin {
@@ -208,17 +195,7 @@ impl Tcache {
             let want = (cap / 2).max(1);
             // SAFETY: items has room for cap >= want pointers and the bin is empty.
             let out = unsafe { core::slice::from_raw_parts_mut(bin.items, want) };
-            // class < NSMALL.
-            let owned = &mut self.owned[class];
-            // The owned slabs without a lock; when they are dry, or another thread gave some
-            // of their blocks back (pending), under the bin lock.
-            let mut n = 0;
-            if !owned.has_pending() {
-                n = owned.take(out);
-            }
-            if n == 0 {
-                n = arena.bin_owned_refill(class, owned, out);
-            }
+            let n = arena.bin_fill(class, out);
             if n == 0 {
                 return null_mut();
             }
@@ -267,8 +244,7 @@ impl Tcache {
         bin.count += 1;
     }
 
-    /// Returns the oldest `n` pointers of bin `class` to their slabs: those of slabs this
-    /// thread owns without a lock, the rest to their arenas.
+    /// Returns the oldest `n` pointers of bin `class` to their arenas.
     pub fn flush_bin(&mut self, class: usize, n: usize) {
         let bin = bin_mut(&mut self.bins, class);
         let count = bin.count as usize;
@@ -276,19 +252,10 @@ impl Tcache {
         if n == 0 {
             return;
         }
-        let items = bin.items;
         // SAFETY: items[0..count] are initialised cached pointers and n <= count.
-        let old = unsafe { core::slice::from_raw_parts_mut(items, n) };
-        let rest = match self.owned.get_mut(class) {
-            // SAFETY: the arena outlives every thread bound to it.
-            Some(owned) => give_owned_runs(unsafe { &*self.arena }, owned, class, old),
-            None => n,
-        };
-        // SAFETY: the first `rest <= n` items are the pointers left.
-        let old = unsafe { core::slice::from_raw_parts_mut(items, rest) };
+        let old = unsafe { core::slice::from_raw_parts_mut(bin.items, n) };
         // SAFETY: the arena outlives every thread bound to it (arenas are never destroyed).
         flush_items(unsafe { &*self.arena }, class, old);
-        let bin = bin_mut(&mut self.bins, class);
         // SAFETY: n <= count: moves items[n..count] down to 0 (the ranges may overlap).
         unsafe { core::ptr::copy(bin.items.add(n), bin.items, count - n) };
         bin.count -= n as u32;
@@ -301,21 +268,6 @@ impl Tcache {
             self.flush_bin(c, usize::MAX);
         }
         self.remote_flush();
-        for c in 0..NSMALL {
-            self.give_back_class(c);
-        }
-    }
-
-    /// Gives every slab this thread owns of small class `class` back to its bin.
-    fn give_back_class(&mut self, class: usize) {
-        let Some(owned) = self.owned.get_mut(class) else {
-            return;
-        };
-        if owned.is_empty() {
-            return;
-        }
-        // SAFETY: the arena outlives every thread bound to it; the owned slabs are its.
-        unsafe { (*self.arena).bin_give_back_all(class, owned) };
     }
 
     /// Binds the cache to `arena` (its bins flushed first by the caller: nothing cached may
@@ -429,9 +381,6 @@ impl Tcache {
             if !bin.busy {
                 let half = (bin.count as usize).div_ceil(2);
                 self.flush_bin(c, half);
-                // An idle class's owned slabs go back too (their free objects are then the
-                // other threads' to take).
-                self.give_back_class(c);
             } else {
                 bin.busy = false;
             }
@@ -451,57 +400,7 @@ impl Tcache {
             );
         }
         self.remote.check(self.home_arena);
-        for owned in &self.owned {
-            owned.check();
-        }
     }
-}
-
-/// Gives the runs of `items` (cached blocks of small class `class`) that lie in slabs this
-/// thread owns (`owned`) back to those slabs without a lock, one slab looked up per run
-/// (`Slab::give_run`), and moves the others to the front of `items` in order; returns how
-/// many are left there for `flush_items`. A slab that empties and is not the current one goes
-/// back to `arena`'s bin. Aborts on a pointer that is not a block of `class` or is free.
-fn give_owned_runs(
-    arena: &Arena,
-    owned: &mut OwnedSlabs,
-    class: usize,
-    items: &mut [*mut u8],
-) -> usize {
-    let (mut i, mut kept) = (0, 0);
-    while let Some(&p) = items.get(i) {
-        let slab = arena::slab_of(p, class);
-        // SAFETY: slab_of returns the live slab holding `p` (it aborts otherwise).
-        let s = unsafe { &mut *slab };
-        if owned.owns(s) {
-            let was_full = s.is_full();
-            match s.give_run(items.get(i..).unwrap_or(&[])) {
-                Ok(run) => i += run,
-                Err((q, what)) => crate::diag::fatal_ptr(what, q),
-            }
-            // SAFETY: an owned slab, on the list its state before said.
-            if unsafe { owned.settle(slab, was_full) } {
-                arena.bin_give_back(class, slab);
-            }
-            continue;
-        }
-        // A run of another slab stays for the arena: its first block, and the ones after it
-        // inside the slab's object area.
-        let (lo, span) = (s.addr, s.span as usize);
-        let mut q = p;
-        loop {
-            if let Some(slot) = items.get_mut(kept) {
-                *slot = q;
-            }
-            kept += 1;
-            i += 1;
-            match items.get(i) {
-                Some(&next) if (next as usize).wrapping_sub(lo) < span => q = next,
-                _ => break,
-            }
-        }
-    }
-    kept
 }
 
 /// Set by the first thread that found no metadata memory for its remote-free stacks (the

@@ -137,12 +137,6 @@ pub mod slab {
     pub use crate::slab::Slab;
 }
 
-/// `crate::owned` (loom builds only: the models drive local instances).
-#[cfg(loom)]
-pub mod owned {
-    pub use crate::owned::{OwnedSlabs, PendingHead};
-}
-
 /// `crate::bin` (the remote-free buffer and the bin itself in loom builds only).
 pub mod bin {
     pub use crate::bin::remote_cap;

@@ -11,10 +11,6 @@
 //! - the remote-free hand-off: a thread's buffer of blocks of another arena (never its own
 //!   allocations) drained home under the owner's bin lock while the owner frees and refills
 //!   in the same slab (`Slab::belongs_to`, `bin::RemoteFrees`, `BinState::flush`);
-//! - the owned-slab hand-off: a slab a thread owns gets a block another thread flushes under
-//!   the bin lock (its remote bitmap, the owner's pending list) while the owner frees into it
-//!   without a lock, merges its pending list and gives the slab back (`owned::OwnedSlabs`,
-//!   `BinState::adopt`, `flush`, `merge_pending`, `give_back`);
 //! - the pagemap's leaf publication: two threads creating the same leaf, a reader meanwhile
 //!   (`pagemap::Pagemap` with heap leaves from a `LeafSource`);
 //! - chunk hand-out from the shared chunk source to two arenas (`chunk::ChunkSource`);
@@ -31,7 +27,6 @@
 
 use hugealloc::testing::bin::{for_each_group, BinState, RemoteFrees, REMOTE_STORAGE_BYTES};
 use hugealloc::testing::chunk::{PageChunk, PAGE_PURGING};
-use hugealloc::testing::owned::{OwnedSlabs, PendingHead};
 use hugealloc::testing::pagemap::{Leaf, LeafSource, Pagemap, TAG_EXTENT, TAG_PAGES};
 use hugealloc::testing::registry::{self, Slots};
 use hugealloc::testing::size_class::{class_of, SLAB_OBJS};
@@ -153,67 +148,6 @@ fn once_runs_once_and_publishes() {
             h.join().unwrap();
         }
         assert_eq!(runs.load(Ordering::Relaxed), 1);
-    });
-}
-
-/// The owned-slab hand-off: thread 0 adopts a slab of two objects and takes both; thread 1
-/// flushes one of them back under the bin lock (into the slab's remote bitmap while thread 0
-/// owns it, straight into its bitmap once it was given back) while thread 0 frees the other
-/// into it without a lock, merges its pending list if its look at the head saw a slab there,
-/// and gives the slab back under the lock. Whatever the order, both objects end free in the
-/// slab's bitmap, nothing stays in its remote bitmap or on the pending list, and the bin holds
-/// it again.
-#[test]
-fn owned_slab_remote_free_races_merge_and_give_back() {
-    let class = two_per_slab();
-    loom::model(move || {
-        let pool = Arc::new(Pool::new(1, class, 0));
-        let bin = Arc::new(Mutex::new(BinState::new()));
-        let head = Arc::new(PendingHead::new(std::ptr::null_mut()));
-        let mut owned = OwnedSlabs::new(&*head);
-        // SAFETY: the pool's slab is fresh, of `class`, given to this bin only; `owned` is
-        // this thread's.
-        let slab = unsafe { bin.lock().adopt(owned.token(), || pool.take()) };
-        assert!(!slab.is_null());
-        // SAFETY: just adopted, on no list.
-        unsafe { owned.set_cur(slab) };
-        let mut out = [std::ptr::null_mut(); OBJS_PER_SLAB];
-        assert_eq!(owned.take(&mut out), OBJS_PER_SLAB);
-        let (handed, slab_addr) = (out[1] as usize, slab as usize);
-        let remote = {
-            let bin = bin.clone();
-            thread::spawn(move || {
-                let items = [(handed as *mut u8, slab_addr as *mut Slab)];
-                // SAFETY: the block's live slab, of this bin.
-                unsafe { bin.lock().flush(&items, |_| {}) }.unwrap();
-            })
-        };
-        // SAFETY: the pool's slab lives as long as the pool; this thread owns it (its
-        // `free`, `nfree`), thread 1 writes only `remote` and the links, under the lock.
-        let s = unsafe { &mut *slab };
-        let was_full = s.is_full();
-        assert_eq!(s.give_run(&out[..1]), Ok(1));
-        // SAFETY: an owned slab (the current one: nothing to move).
-        assert!(!unsafe { owned.settle(slab, was_full) });
-        if owned.has_pending() {
-            // SAFETY: `owned` is this thread's, the lock is held.
-            unsafe { bin.lock().merge_pending(&mut owned, &mut |_| {}) }.unwrap();
-        }
-        {
-            let mut b = bin.lock();
-            // SAFETY: as above.
-            unsafe { b.merge_pending(&mut owned, &mut |_| {}) }.unwrap();
-            // SAFETY: unlinked by `drain`, pending merged, the lock held.
-            owned.drain(|x| unsafe { b.give_back(x, &mut |_| {}) });
-        }
-        remote.join().unwrap();
-        let b = bin.lock();
-        assert!(s.is_empty(), "both objects free in the bitmap");
-        assert!(s.owner().is_null() && !s.rpending && s.remote_is_empty());
-        assert!(head.load(Ordering::Relaxed).is_null(), "nothing pending");
-        assert!(s.listed, "kept by the bin again");
-        b.check();
-        drop(b);
     });
 }
 

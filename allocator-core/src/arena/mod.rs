@@ -30,7 +30,6 @@ use crate::config::Hugetlb;
 use crate::diag;
 use crate::hugetlb::Backing;
 use crate::os;
-use crate::owned::OwnedSlabs;
 use crate::pagemap::{PAGEMAP, TAG_EXTENT, TAG_MASK};
 use crate::purge::{
     decay_decode, decay_encode, decay_goal, decay_resolve, dirty_max_goal, growth_limit,
@@ -390,104 +389,6 @@ impl Arena {
             self.maybe_decay();
         }
         done
-    }
-
-    /// Refills from the thread's owned slabs of `class` when its own have nothing left, under
-    /// one bin lock: merges their pending remote blocks (`BinState::merge_pending`), takes
-    /// what the owned slabs then hold, else adopts a slab of the bin (`BinState::adopt`) and
-    /// takes from it. Returns how many of `out` were filled (0 only when out of memory).
-    /// Aborts on a block found free twice.
-    pub(crate) fn bin_owned_refill(
-        &self,
-        class: usize,
-        owned: &mut OwnedSlabs,
-        out: &mut [*mut u8],
-    ) -> usize {
-        let (mut grew, mut released) = (false, false);
-        let mut bin = self.bin(class).lock();
-        let mut release = |s| {
-            released = true;
-            self.slab_release(s)
-        };
-        // SAFETY: `owned` is the calling thread's, of this arena (a thread gives its slabs
-        // back before it changes arena); the bin lock is held.
-        let merged = unsafe { bin.merge_pending(owned, &mut release) };
-        let mut n = 0;
-        if merged.is_ok() {
-            n = owned.take(out);
-            if n == 0 {
-                // SAFETY: `slab_new` returns null or a fresh unlisted slab of `class` of this
-                // arena; `owned` as above.
-                let slab = unsafe {
-                    bin.adopt(owned.token(), || {
-                        grew = true;
-                        self.slab_new(class)
-                    })
-                };
-                if !slab.is_null() {
-                    // SAFETY: just adopted: owned by this thread, on no list; `cur` (full or
-                    // null: `take` found nothing) likewise.
-                    unsafe { owned.set_cur(slab) };
-                    n = owned.take(out);
-                }
-            }
-        }
-        self.kept_note(class, &mut bin);
-        drop(bin);
-        if let Err((p, what)) = merged {
-            diag::fatal_ptr(what, p);
-        }
-        if grew || released {
-            self.maybe_decay();
-        }
-        n
-    }
-
-    /// Takes back `slab`, which the calling thread owned (unlinked from its lists, nothing
-    /// pending): an owned slab that emptied.
-    pub(crate) fn bin_give_back(&self, class: usize, slab: *mut Slab) {
-        let mut released = false;
-        let mut bin = self.bin(class).lock();
-        // SAFETY: the caller's own slab of this arena and class, unlinked; lock held.
-        unsafe {
-            bin.give_back(slab, &mut |s| {
-                released = true;
-                self.slab_release(s)
-            })
-        };
-        self.kept_note(class, &mut bin);
-        drop(bin);
-        if released {
-            self.maybe_decay();
-        }
-    }
-
-    /// Takes back every slab of `owned` (the calling thread's slabs of `class`), merging
-    /// their pending remote blocks first: thread exit, `thread.tcache.flush`, a change of
-    /// arena, the GC of an idle class. Aborts on a block found free twice.
-    pub(crate) fn bin_give_back_all(&self, class: usize, owned: &mut OwnedSlabs) {
-        let mut released = false;
-        let mut bin = self.bin(class).lock();
-        let mut release = |s| {
-            released = true;
-            self.slab_release(s)
-        };
-        // SAFETY: as in `bin_owned_refill`.
-        let merged = unsafe { bin.merge_pending(owned, &mut release) };
-        if merged.is_ok() {
-            owned.drain(|s| {
-                // SAFETY: unlinked by `drain`, owned by the caller, pending merged.
-                unsafe { bin.give_back(s, &mut release) }
-            });
-        }
-        self.kept_note(class, &mut bin);
-        drop(bin);
-        if let Err((p, what)) = merged {
-            diag::fatal_ptr(what, p);
-        }
-        if released {
-            self.maybe_decay();
-        }
     }
 
     /// Keeps bin `class`'s bit of `kept` equal to whether it keeps an empty slab. Called
