@@ -4,7 +4,7 @@
 //! The fast paths are `malloc` and `free`: a TLS read, a class lookup (malloc) or a pagemap
 //! walk, the check that the pointer starts an object and the slab's arena compared with the
 //! thread's (free: another arena's block goes to the remote-free buffer), one bounds check on
-//! the cache bin, and a pop or push, with one branch to a `*_slow` function. `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 102
+//! the cache bin, and a pop or push, with one branch to a `*_slow` function. `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 96
 //! instructions per C `malloc` + `free` pair preloaded (the same at each size; the C wrappers
 //! and the benchmark's loop included; jemalloc 79.5–87.7, mimalloc 54.6–131.4): see
 //! docs/benchmarks.md, issue 13.
@@ -14,7 +14,7 @@
 use crate::arena::{self, Owner};
 use crate::chunk::{PAGE_CLASS_SHIFT, PAGE_KIND, PAGE_LARGE, PAGE_PAYLOAD, PAGE_SLAB};
 use crate::diag;
-use crate::pagemap::{PAGEMAP, TAG_MASK, TAG_PAGES};
+use crate::pagemap::{Pagemap, PAGEMAP, TAG_MASK, TAG_PAGES};
 use crate::size_class::*;
 use crate::tcache::FAST_MAX;
 use crate::thread;
@@ -33,14 +33,39 @@ pub fn malloc(size: usize) -> *mut u8 {
     }
 }
 
-/// The fast path of `malloc` and of small `calloc`: the profiling countdown, then a pop from
-/// the cache bin of `size`'s class. `None` when the fast path does not apply (no cache, `size`
-/// past `FAST_MAX`); a miss inside it goes to `alloc_counted` (or `alloc_sampled`) itself.
+/// The fast path of `malloc` and of small `calloc`: `cache_hit`, with its misses taken here.
+/// `None` when the fast path does not apply (no cache, `size` past `FAST_MAX`); a miss
+/// inside it goes to `alloc_counted` (or `alloc_sampled`) itself.
 #[inline(always)]
 fn cache_pop(size: usize) -> Option<*mut u8> {
+    match cache_hit(size) {
+        Ok(p) => Some(p),
+        Err(Miss::Uncounted) => None,
+        Err(miss) => Some(alloc_miss(size, miss)),
+    }
+}
+
+/// Why `cache_hit` found no block, which says where the request goes (`alloc_miss`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Miss {
+    /// No cache, or a size past `FAST_MAX`: the generic path, which counts the bytes for heap
+    /// profiling (`alloc_slow`).
+    Uncounted,
+    /// An empty bin, the bytes counted: `alloc_counted` refills it.
+    Counted,
+    /// The profiling countdown ran out: `alloc_sampled`.
+    Sampled,
+}
+
+/// The profiling countdown, then a pop from the cache bin of `size`'s class: a block (never
+/// null), or why not. C's `malloc` calls it directly so that its hit returns at once, with no
+/// null test for `errno` and no stack frame: the misses, whose result may be null, go to a
+/// tail call that checks it (`c_api::malloc`; callgrind: 102 -> 98 instructions per pair).
+#[inline(always)]
+pub fn cache_hit(size: usize) -> Result<*mut u8, Miss> {
     let tc = thread::tcache();
     if tc.is_null() || size > FAST_MAX {
-        return None;
+        return Err(Miss::Uncounted);
     }
     // SAFETY: the thread's own live cache.
     let t = unsafe { &mut *tc };
@@ -49,7 +74,7 @@ fn cache_pop(size: usize) -> Option<*mut u8> {
     let (left, ran_out) = t.prof_countdown.overflowing_sub(size as u64);
     t.prof_countdown = left;
     if ran_out {
-        return Some(alloc_sampled(tc, size, 1, false));
+        return Err(Miss::Sampled);
     }
     let class = class_of(size);
     // class < NSMALL <= NBINS.
@@ -57,9 +82,21 @@ fn cache_pop(size: usize) -> Option<*mut u8> {
     if bin.count > 0 {
         bin.count -= 1;
         // SAFETY: items[count] is a cached pointer (count was above it).
-        return Some(unsafe { *bin.items.add(bin.count as usize) });
+        return Ok(unsafe { *bin.items.add(bin.count as usize) });
     }
-    Some(alloc_counted(size, 1, false))
+    Err(Miss::Counted)
+}
+
+/// `malloc(size)` after `cache_hit` said `miss` (the countdown already taken for `Counted`
+/// and `Sampled`); null when out of memory.
+#[cold]
+#[inline(never)]
+pub fn alloc_miss(size: usize, miss: Miss) -> *mut u8 {
+    match miss {
+        Miss::Uncounted => alloc_slow(size, 1, false),
+        Miss::Counted => alloc_counted(size, 1, false),
+        Miss::Sampled => alloc_sampled(thread::tcache(), size, 1, false),
+    }
 }
 
 /// At least `size` bytes aligned to `align` (a power of two); null when impossible.
@@ -322,8 +359,9 @@ pub fn alloc_in(
 pub unsafe fn free(p: *mut u8) {
     let tc = thread::tcache();
     let addr = p as usize;
-    if !tc.is_null() && addr & 7 == 0 {
-        let entry = PAGEMAP.get(addr);
+    // The alignment and the pagemap's range in one test.
+    if !tc.is_null() && addr & (7 | Pagemap::ADDR_HIGH) == 0 {
+        let entry = PAGEMAP.get_in_range(addr);
         if entry & TAG_MASK == TAG_PAGES {
             let pc = (entry & !TAG_MASK) as *const crate::chunk::PageChunk;
             // The address's bits below the chunk: no load of the chunk's base.

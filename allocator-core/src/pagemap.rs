@@ -133,6 +133,27 @@ impl Pagemap {
         unsafe { (*leaf).entries[l].load(Ordering::Acquire) }
     }
 
+    /// Addresses `get` knows: below `1 << (LG_CHUNK + KEY_BITS)`; `ADDR_HIGH` is the mask of the
+    /// bits above.
+    pub const ADDR_HIGH: usize = !((1usize << (LG_CHUNK + KEY_BITS)) - 1);
+
+    /// `get` for an address the caller found below the map's range (`addr & ADDR_HIGH == 0`,
+    /// tested with whatever other bits it tests: `free` tests the alignment in the same
+    /// instruction); any other address gives 0.
+    #[inline(always)]
+    pub fn get_in_range(&self, addr: usize) -> usize {
+        debug_assert_eq!(addr & Self::ADDR_HIGH, 0);
+        let key = (addr & !Self::ADDR_HIGH) >> LG_CHUNK;
+        // Acquire as in `get`.
+        // SAFETY: `key < 1 << KEY_BITS` (masked), so the root index is below ROOT_LEN.
+        let leaf = unsafe { self.root.get_unchecked(key >> LEAF_BITS) }.load(Ordering::Acquire);
+        if leaf.is_null() {
+            return 0;
+        }
+        // SAFETY: as in `get`.
+        unsafe { (*leaf).entries[key & (LEAF_LEN - 1)].load(Ordering::Acquire) }
+    }
+
     /// Sets the entry for every chunk of `[addr, addr + nchunks * CHUNK)`. Returns false when a
     /// leaf could not be mapped (out of memory); entries already written stay written.
     pub fn set(&self, addr: usize, nchunks: usize, value: usize) -> bool {

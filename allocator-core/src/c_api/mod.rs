@@ -71,7 +71,19 @@ pub fn on_load() {
 /// `malloc`: at least `size` bytes (a unique block even for 0), or null with `ENOMEM`.
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut c_void {
-    checked(alloc::malloc(size))
+    // A hit is never null: only the misses' result needs the `errno` check.
+    match alloc::cache_hit(size) {
+        Ok(p) => p.cast(),
+        Err(miss) => malloc_miss(size, miss),
+    }
+}
+
+/// `malloc`'s misses (`alloc::alloc_miss`), with C's `errno` on failure: out of line, so the
+/// hit needs no stack frame and the miss is a tail call.
+#[cold]
+#[inline(never)]
+fn malloc_miss(size: usize, miss: alloc::Miss) -> *mut c_void {
+    checked(alloc::alloc_miss(size, miss))
 }
 
 /// `calloc`: `n * size` zeroed bytes; null with `ENOMEM` when the product overflows.
