@@ -4,7 +4,7 @@
 //! The fast paths are `malloc` and `free`: a TLS read, a class lookup (malloc) or a pagemap
 //! walk, the check that the pointer starts an object and the slab's arena compared with the
 //! thread's (free: another arena's block goes to the remote-free buffer), one bounds check on
-//! the cache bin, and a pop or push, with one branch to a `*_slow` function. `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 96
+//! the cache bin, and a pop or push, with one branch to a `*_slow` function. `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 94
 //! instructions per C `malloc` + `free` pair preloaded (the same at each size; the C wrappers
 //! and the benchmark's loop included; jemalloc 79.5–87.7, mimalloc 54.6–131.4): see
 //! docs/benchmarks.md, issue 13.
@@ -60,7 +60,8 @@ pub enum Miss {
 /// The profiling countdown, then a pop from the cache bin of `size`'s class: a block (never
 /// null), or why not. C's `malloc` calls it directly so that its hit returns at once, with no
 /// null test for `errno` and no stack frame: the misses, whose result may be null, go to a
-/// tail call that checks it (`c_api::malloc`; callgrind: 102 -> 98 instructions per pair).
+/// tail call that checks it (`c_api::malloc`; callgrind per preloaded pair, with `free`'s
+/// one test of alignment and range: 102 -> 96 instructions).
 #[inline(always)]
 pub fn cache_hit(size: usize) -> Result<*mut u8, Miss> {
     let tc = thread::tcache();
@@ -509,9 +510,10 @@ unsafe fn cache_push(tc: *mut crate::tcache::Tcache, class: usize, p: *mut u8) -
     if n >= bin.cap as usize {
         return false;
     }
-    // SAFETY: n < cap, inside the bin's stack.
+    // SAFETY: n < cap, inside the bin's stack; `items[-1]` (n = 0) is the stack's null slot
+    // (`TBin::items`), which no block equals.
     unsafe {
-        if n > 0 && *bin.items.add(n - 1) == p {
+        if *bin.items.add(n).sub(1) == p {
             diag::fatal_ptr("double free of", p);
         }
         *bin.items.add(n) = p;

@@ -36,7 +36,9 @@ const GC_EVERY: u32 = 64;
 
 #[repr(C)]
 pub struct TBin {
-    /// `items[0..count]` are cached pointers; the top is `items[count - 1]`.
+    /// `items[0..count]` are cached pointers; the top is `items[count - 1]`. `items[-1]` is a
+    /// null slot no push writes, so `free`'s compare of a pointer with the top needs no test
+    /// of an empty bin (`alloc::cache_push`).
     pub items: *mut *mut u8,
     pub count: u32,
     pub cap: u32,
@@ -129,7 +131,8 @@ impl Tcache {
         let header = core::mem::size_of::<Tcache>();
         let mut slots = 0;
         for c in 0..NBINS {
-            slots += bin_cap(c, tcache_max);
+            // A bin's stack and the null slot before it (`TBin::items`).
+            slots += bin_cap(c, tcache_max) + 1;
         }
         let bytes = header + slots * core::mem::size_of::<*mut u8>();
         let tc = BASE.alloc(bytes) as *mut Tcache;
@@ -151,6 +154,9 @@ impl Tcache {
             let mut items = (tc as *mut u8).add(header) as *mut *mut u8;
             for (c, bin) in t.bins.iter_mut().enumerate() {
                 let cap = bin_cap(c, tcache_max);
+                // The null slot before the stack: zeroed memory already, written for clarity.
+                items.write(null_mut());
+                items = items.add(1);
                 *bin = TBin {
                     items,
                     count: 0,
