@@ -263,5 +263,22 @@ mod tests {
         let edge = (1usize << (LG_CHUNK + LEAF_BITS)) * 3 - CHUNK;
         assert!(PM.set(edge, 2, 0x2000 | TAG_PAGES));
         assert_eq!(PM.get(edge + CHUNK), 0x2000 | TAG_PAGES);
+        // `get_in_range` (free's lookup after its range test) agrees with `get` on every
+        // address of the range, known or not; the range's mask is what `get` refuses.
+        for addr in [
+            base,
+            base + CHUNK - 1,
+            base + 3 * CHUNK,
+            base - 1,
+            edge,
+            edge + CHUNK,
+            0,
+        ] {
+            assert_eq!(PM.get_in_range(addr), PM.get(addr), "{addr:#x}");
+        }
+        let last = !Pagemap::ADDR_HIGH;
+        assert_eq!(PM.get_in_range(last), PM.get(last));
+        assert_eq!(PM.get(last + 1), 0, "past the range");
+        assert_eq!((last + 1) & Pagemap::ADDR_HIGH, last + 1);
     }
 }
