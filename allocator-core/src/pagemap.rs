@@ -121,16 +121,7 @@ impl Pagemap {
         let Some((r, l)) = Self::split(addr) else {
             return 0;
         };
-        // Acquire pairs with the Release CAS in `leaf_for` so the zeroed leaf is visible.
-        // SAFETY: `split` makes `r < ROOT_LEN` (unchecked: `get` is on `free`'s fast path,
-        // where nothing may panic).
-        let leaf = unsafe { self.root.get_unchecked(r) }.load(Ordering::Acquire);
-        if leaf.is_null() {
-            return 0;
-        }
-        // SAFETY: leaves are never freed once installed; `l` is below LEAF_LEN.
-        // Acquire pairs with the Release store in `set`, publishing the metadata it points to.
-        unsafe { (*leaf).entries[l].load(Ordering::Acquire) }
+        self.entry(r, l)
     }
 
     /// Addresses `get` knows: below `1 << (LG_CHUNK + KEY_BITS)`; `ADDR_HIGH` is the mask of the
@@ -139,19 +130,31 @@ impl Pagemap {
 
     /// `get` for an address the caller found below the map's range (`addr & ADDR_HIGH == 0`,
     /// tested with whatever other bits it tests: `free` tests the alignment in the same
-    /// instruction); any other address gives 0.
+    /// instruction). An address past the range would be looked up with its high bits dropped
+    /// (debug builds assert).
     #[inline(always)]
     pub fn get_in_range(&self, addr: usize) -> usize {
         debug_assert_eq!(addr & Self::ADDR_HIGH, 0);
         let key = (addr & !Self::ADDR_HIGH) >> LG_CHUNK;
-        // Acquire as in `get`.
-        // SAFETY: `key < 1 << KEY_BITS` (masked), so the root index is below ROOT_LEN.
-        let leaf = unsafe { self.root.get_unchecked(key >> LEAF_BITS) }.load(Ordering::Acquire);
+        self.entry(key >> LEAF_BITS, key & (LEAF_LEN - 1))
+    }
+
+    /// The entry at root index `r`, leaf index `l` (`get`'s and `get_in_range`'s lookup); 0
+    /// when no leaf is installed there. Each caller derives `r < ROOT_LEN` and `l < LEAF_LEN`
+    /// from the address.
+    #[inline(always)]
+    fn entry(&self, r: usize, l: usize) -> usize {
+        debug_assert!(r < ROOT_LEN && l < LEAF_LEN);
+        // Acquire pairs with the Release CAS in `leaf_for` so the zeroed leaf is visible.
+        // SAFETY: `r < ROOT_LEN` (each caller's derivation; unchecked: `get` is on `free`'s
+        // fast path, where nothing may panic).
+        let leaf = unsafe { self.root.get_unchecked(r) }.load(Ordering::Acquire);
         if leaf.is_null() {
             return 0;
         }
-        // SAFETY: as in `get`.
-        unsafe { (*leaf).entries[key & (LEAF_LEN - 1)].load(Ordering::Acquire) }
+        // SAFETY: leaves are never freed once installed; `l` is below LEAF_LEN.
+        // Acquire pairs with the Release store in `set`, publishing the metadata it points to.
+        unsafe { (*leaf).entries[l].load(Ordering::Acquire) }
     }
 
     /// Sets the entry for every chunk of `[addr, addr + nchunks * CHUNK)`. Returns false when a

@@ -337,25 +337,12 @@ impl Arena {
     /// As `bin_flush`, with each pointer's slab already looked up (`slab_of`), of any order
     /// (a remote-free drain's, the rest of a cache flush's).
     pub(crate) fn bin_flush_slabs(&self, class: usize, items: &[(*mut u8, *mut Slab)]) {
-        let mut released = false;
-        let mut bin = self.bin(class).lock();
-        // SAFETY: the caller looked each slab up with `slab_of(p, class)`: the live slab of
-        // class `class` holding `p`, and (the caller grouped by home) one of this arena's, so
-        // one this bin owns.
-        let r = unsafe {
-            bin.flush(items, |s| {
-                released = true;
-                self.slab_release(s)
-            })
-        };
-        self.kept_note(class, &mut bin);
-        drop(bin);
-        if let Err((p, what)) = r {
-            diag::fatal_ptr(what, p);
-        }
-        if released {
-            self.maybe_decay();
-        }
+        self.bin_return(class, |bin, release| {
+            // SAFETY: the caller looked each slab up with `slab_of(p, class)`: the live slab
+            // of class `class` holding `p`, and (the caller grouped by home) one of this
+            // arena's, so one this bin owns; `bin_return` holds the lock.
+            unsafe { bin.flush(items, release) }
+        })
     }
 
     /// Returns the leading blocks of `ptrs` (a thread cache's, all of small class `class`)
@@ -364,31 +351,41 @@ impl Arena {
     /// the first block of another arena's slab on, the general way. Aborts on a pointer that
     /// is not a block of `class` or is already free.
     pub(crate) fn bin_flush_ptrs(&self, class: usize, ptrs: &[*mut u8]) -> usize {
+        self.bin_return(class, |bin, release| {
+            // SAFETY: `slab_of(p, class)` returns the live slab of class `class` holding `p`
+            // or aborts; `bin_return` holds the lock.
+            unsafe { bin.flush_ptrs(ptrs, self.index, |p| slab_of(p, class), release) }
+        })
+    }
+
+    /// The frame of a return of blocks to bin `class`: runs `give` under the bin's lock with
+    /// the release of an emptied slab (`slab_release`), notes the bin's kept slabs, and once
+    /// the lock is dropped aborts on the block `give` named (not an object start, or free
+    /// already) or runs the decay pass when a slab was released.
+    fn bin_return<T>(
+        &self,
+        class: usize,
+        give: impl FnOnce(
+            &mut BinState,
+            &mut dyn FnMut(*mut Slab),
+        ) -> Result<T, (*mut u8, &'static str)>,
+    ) -> T {
         let mut released = false;
         let mut bin = self.bin(class).lock();
-        // SAFETY: `slab_of(p, class)` returns the live slab of class `class` holding `p` or
-        // aborts; the bin lock is held.
-        let r = unsafe {
-            bin.flush_ptrs(
-                ptrs,
-                self.index,
-                |p| slab_of(p, class),
-                |s| {
-                    released = true;
-                    self.slab_release(s)
-                },
-            )
-        };
+        let r = give(&mut bin, &mut |s| {
+            released = true;
+            self.slab_release(s)
+        });
         self.kept_note(class, &mut bin);
         drop(bin);
-        let done = match r {
-            Ok(done) => done,
+        let v = match r {
+            Ok(v) => v,
             Err((p, what)) => diag::fatal_ptr(what, p),
         };
         if released {
             self.maybe_decay();
         }
-        done
+        v
     }
 
     /// Keeps bin `class`'s bit of `kept` equal to whether it keeps an empty slab. Called
