@@ -152,7 +152,7 @@ fn tcache_create() -> *mut Tcache {
         TLS.with(|t| t.state.set(READY));
         return null_mut();
     }
-    let tc = Tcache::create(arena, opts.tcache_max);
+    let tc = Tcache::create(arena, opts.tcache_max, opts.tcache_nslots_small_max);
     if tc.is_null() {
         TLS.with(|t| t.state.set(NEW));
         return tc;

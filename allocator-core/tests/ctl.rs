@@ -645,6 +645,7 @@ fn ctl_child() {
                 "opt.narenas",
                 "opt.tcache",
                 "opt.tcache_max",
+                "opt.tcache_nslots_small_max",
                 "opt.thp",
                 "opt.thp_threshold",
                 "opt.metadata_thp",
@@ -686,7 +687,7 @@ fn results(out: &Output) -> Vec<String> {
 fn ctl_opt_values_reflect_hugealloc_conf() {
     let out = run_child(
         "opt",
-        "narenas:3,tcache:false,tcache_max:64k,thp:never,thp_threshold:8M,metadata_thp:always,\
+        "narenas:3,tcache:false,tcache_max:64k,tcache_nslots_small_max:300,thp:never,thp_threshold:8M,metadata_thp:always,\
          arena.2.thp:always,dirty_decay_ms:1234,dirty_max:1G,stats_print_opts:Jg,zero:true",
     );
     assert!(out.status.success(), "{out:?}");
@@ -695,6 +696,7 @@ fn ctl_opt_values_reflect_hugealloc_conf() {
         "opt.narenas=Unsigned(3)",
         "opt.tcache=Bool(false)",
         "opt.tcache_max=Size(65536)",
+        "opt.tcache_nslots_small_max=Unsigned(300)",
         "opt.thp=Str(\"never\")",
         "opt.thp_threshold=Size(8388608)",
         "opt.metadata_thp=Str(\"always\")",
@@ -716,6 +718,11 @@ fn ctl_opt_values_reflect_hugealloc_conf() {
     let got = results(&out);
     assert!(
         got.iter().any(|l| l == "opt.tcache_max=Size(32768)"),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|l| l == "opt.tcache_nslots_small_max=Unsigned(2048)"),
         "{got:?}"
     );
     assert!(

@@ -45,6 +45,9 @@ pub const PROF_PREFIX_MAX: usize = 200;
 /// The bytes a `prof_prefix` may hold.
 pub const PROF_PREFIX_CHARS: &[u8] =
     b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+~";
+/// The largest `tcache_nslots_small_max` accepted (a bin's slots are counted in 16 bits).
+pub const TCACHE_SLOTS_LIMIT: usize = 8192;
+
 /// The largest `tcache_max` accepted.
 pub const TCACHE_MAX_LIMIT: usize = 1792 << 10;
 /// The largest size any size option accepts (the largest Rust allocation).
@@ -192,6 +195,8 @@ options! {
         "Per-thread caches of small and cached large blocks.";
     tcache_max "tcache_max": Size { max: TCACHE_MAX_LIMIT } = 32 << 10,
         "The largest block size thread caches keep.";
+    tcache_nslots_small_max "tcache_nslots_small_max": Count { max: TCACHE_SLOTS_LIMIT } = 2048,
+        "The most blocks a small class's thread-cache bin grows to while the program keeps refilling it; at or below its base size (16 to 128) it does not grow.";
     thp "thp": Thp = Thp::Madvise,
         "THP policy of every arena without its own `arena.<i>.thp`.";
     thp_threshold "thp_threshold": Size { max: SIZE_LIMIT } = 4 << 20,

@@ -885,6 +885,7 @@ fn confirm_conf_prints_sources_and_options() {
         hugealloc: opt.narenas: 0\n\
         hugealloc: opt.tcache: true\n\
         hugealloc: opt.tcache_max: 64KiB\n\
+        hugealloc: opt.tcache_nslots_small_max: 2048\n\
         hugealloc: opt.thp: always\n\
         hugealloc: opt.thp_threshold: 4MiB\n\
         hugealloc: opt.metadata_thp: default\n\
@@ -924,7 +925,7 @@ fn confirm_conf_prints_sources_and_options() {
 fn write_options_of_the_defaults() {
     assert_eq!(
         written(&Options::DEFAULT).join(","),
-        "narenas:0,tcache:true,tcache_max:32KiB,thp:madvise,thp_threshold:4MiB,\
+        "narenas:0,tcache:true,tcache_max:32KiB,tcache_nslots_small_max:2048,thp:madvise,thp_threshold:4MiB,\
          metadata_thp:default,dirty_decay_ms:10000,muzzy_decay_ms:0,dirty_max:0,\
          dirty_growth_pct:10,thp_collapse:false,thp_defer_rate:512MiB,background_thread:false,stats_print:false,stats_print_opts:,\
          abort_conf:false,confirm_conf:false,junk:false,zero:false,check:cheap,\

@@ -1,6 +1,6 @@
 /* mallctl from C: opt.* under the HUGEALLOC_CONF the runner sets (CTL_CONF in
  * allocator-ffi/tests/ctl.rs), per-arena decay time and THP policy round trips, per-bin
- * counters and their MIBs, arena.<i>.decay, error codes, and malloc_stats_print's JSON, which
+ * counters and their MIBs, a cache bin grown to a working set (no fills), arena.<i>.decay, error codes, and malloc_stats_print's JSON, which
  * is written to stdout between "JSON BEGIN" and "JSON END" lines for the runner to parse.
  * Run preloaded, linked and linked statically; prints "ctl (MODE): ok". */
 #include "check.h"
@@ -132,6 +132,44 @@ static void test_bins(unsigned a) {
     CHECK_EQ(X(mallctl)("thread.arena", NULL, NULL, &old, sizeof old), 0);
 }
 
+/* A thread-cache bin grows to hold a working set allocated and freed whole, over and over: after
+ * a few rounds of 1,000 blocks of 64 B a round takes nothing from the arena's bin (no fill). */
+static void test_tcache_grow(unsigned a) {
+    unsigned slots = 0;
+    size_t len = sizeof slots;
+    CHECK_EQ(X(mallctl)("opt.tcache_nslots_small_max", &slots, &len, NULL, 0), 0);
+    CHECK_EQ(slots, 2048);
+    unsigned nbins = 0, j;
+    len = sizeof nbins;
+    CHECK_EQ(X(mallctl)("arenas.nbins", &nbins, &len, NULL, 0), 0);
+    char name[96];
+    for (j = 0; j < nbins; j++) {
+        snprintf(name, sizeof name, "arenas.bin.%u.size", j);
+        if (read_u64(name) == 64)
+            break;
+    }
+    CHECK(j < nbins);
+    unsigned old = 0;
+    len = sizeof old;
+    CHECK_EQ(X(mallctl)("thread.arena", &old, &len, &a, sizeof a), 0);
+    char nfills[96];
+    snprintf(nfills, sizeof nfills, "stats.arenas.%u.bins.%u.nfills", a, j);
+    static void *blocks[1000];
+    uint64_t fills[12];
+    for (int round = 0; round < 12; round++) {
+        for (int k = 0; k < 1000; k++)
+            blocks[k] = malloc(64);
+        for (int k = 0; k < 1000; k++)
+            free(blocks[k]);
+        fills[round] = read_u64(nfills);
+    }
+    /* The first round refills (1,000 blocks, a bin of 128), the last ones do not. */
+    CHECK(fills[0] >= 1000 / 64);
+    CHECK_EQ(fills[11], fills[8]);
+    CHECK_EQ(X(mallctl)("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    CHECK_EQ(X(mallctl)("thread.arena", NULL, NULL, &old, sizeof old), 0);
+}
+
 struct sink {
     char text[1 << 18];
     size_t len;
@@ -153,6 +191,7 @@ int main(void) {
     size_t len = sizeof a;
     CHECK_EQ(X(mallctl)("arenas.create", &a, &len, NULL, 0), 0);
     test_bins(a);
+    test_tcache_grow(a);
     test_arena(a);
     static struct sink s;
     X(malloc_stats_print)(collect, &s, "J");
