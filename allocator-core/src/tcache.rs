@@ -7,9 +7,9 @@
 //!
 //! A small bin's capacity adapts to the program (as tcmalloc's free lists do): a bin that
 //! refills soon after it overflowed (`GROW_WITHIN`) swings over more blocks than its
-//! capacity, so its capacity doubles (up to `grow_max`, within the thread's `GROW_THREAD_BYTES`), moving its
-//! stack to storage of its own; the second GC visit in a row that finds it did not refill
-//! halves it back towards the base. A program that allocates and frees a working set of a few
+//! capacity, so its capacity doubles (up to `grow_max`, within the thread's
+//! `GROW_THREAD_BYTES`), moving its stack to storage of its own; every second GC visit in a
+//! row that finds it did not refill halves it back towards the base. A program that allocates and frees a working set of a few
 //! hundred or thousand blocks of a class over and over then runs from the cache alone, with no
 //! refill or flush (each a bin lock and a pass over bitmaps).
 //!
@@ -81,7 +81,7 @@ pub struct TBin {
     /// Set when the bin refilled since the last GC visit.
     pub refilled: bool,
     /// GC visits in a row that found the grown bin had not refilled: it shrinks at the second
-    /// (a bin a program uses in turn with others is often idle at one visit).
+    /// and counts again (a bin a program uses in turn with others is often idle at one visit).
     pub idle_visits: u8,
 }
 
@@ -388,7 +388,7 @@ impl Tcache {
     }
 
     /// Halves the capacity of bin `class` towards its base (two GC visits in a row found it
-    /// did not refill), flushing the oldest blocks past the new capacity.
+    /// had not refilled), flushing the oldest blocks past the new capacity.
     fn shrink(&mut self, class: usize) {
         let bin = bin_mut(&mut self.bins, class);
         let (cap, base) = (bin.cap as usize, bin.base as usize);
@@ -797,8 +797,8 @@ mod tests {
         churn(t, class, 1000, 3);
         assert_eq!(fills(), before, "no refill once the working set fits");
 
-        // Idle: from the second GC visit in a row that finds no refill, each halves the
-        // capacity towards the base and flushes what is past it.
+        // Idle: every second GC visit in a row that finds no refill halves the capacity
+        // towards the base and flushes what is past it.
         for _ in 0..(GC_EVERY as usize * 16) {
             t.gc_tick();
         }
