@@ -769,14 +769,20 @@ mod tests {
         assert!(grown <= GROW_THREAD_BYTES);
     }
 
+    /// A fresh arena (index `index`, never destroyed: arenas live for the process) and a
+    /// cache bound to it of `tcache_max` 32 KiB and `grow_slots` slots.
+    fn arena_and_cache(index: u32, grow_slots: usize) -> (&'static Arena, *mut Tcache) {
+        let a = Arena::create(index, Thp::Default);
+        assert!(!a.is_null());
+        let tc = Tcache::create(a, 32 << 10, grow_slots);
+        assert!(!tc.is_null());
+        // SAFETY: a fresh arena, never destroyed.
+        (unsafe { &*a }, tc)
+    }
+
     #[test]
     fn a_bin_that_refills_after_overflowing_grows_until_its_working_set_fits() {
-        let a = Arena::create(901, Thp::Default);
-        assert!(!a.is_null());
-        // SAFETY: a fresh arena, never destroyed (arenas live for the process).
-        let arena = unsafe { &*a };
-        let tc = Tcache::create(a, 32 << 10, 2048);
-        assert!(!tc.is_null());
+        let (arena, tc) = arena_and_cache(901, 2048);
         // SAFETY: a fresh cache this test alone uses, destroyed at the end.
         let t = unsafe { &mut *tc };
         let class = class_of(16);
@@ -816,13 +822,8 @@ mod tests {
 
     #[test]
     fn bins_grow_within_the_threads_budget_and_not_when_switched_off() {
-        let a = Arena::create(902, Thp::Default);
-        assert!(!a.is_null());
-        // SAFETY: a fresh arena, never destroyed (arenas live for the process).
-        let arena = unsafe { &*a };
         // `tcache_nslots_small_max:0`: no growth; every round refills.
-        let tc = Tcache::create(a, 32 << 10, 0);
-        assert!(!tc.is_null());
+        let (arena, tc) = arena_and_cache(902, 0);
         // SAFETY: a fresh cache this test alone uses, destroyed below.
         let t = unsafe { &mut *tc };
         let class = class_of(64);
@@ -836,7 +837,7 @@ mod tests {
         unsafe { Tcache::destroy(tc) };
 
         // Bins of a base below `GROW_BASE_MIN` (classes above 256 B) never grow.
-        let tc = Tcache::create(a, 32 << 10, 8192);
+        let tc = Tcache::create(arena, 32 << 10, 8192);
         assert!(!tc.is_null());
         // SAFETY: as above.
         let t = unsafe { &mut *tc };

@@ -86,7 +86,8 @@ static void test_arena(unsigned a) {
     CHECK_EQ(X(mallctl)("arena.99999.decay", NULL, NULL, NULL, 0), EFAULT);
 }
 
-static void test_bins(unsigned a) {
+/* The index of the bin of block size `size` (arenas.bin.<j>.size), checked to exist. */
+static unsigned bin_of_size(uint64_t size) {
     unsigned nbins = 0, j;
     size_t len = sizeof nbins;
     CHECK_EQ(X(mallctl)("arenas.nbins", &nbins, &len, NULL, 0), 0);
@@ -94,12 +95,17 @@ static void test_bins(unsigned a) {
     char name[96];
     for (j = 0; j < nbins; j++) {
         snprintf(name, sizeof name, "arenas.bin.%u.size", j);
-        if (read_u64(name) == 48)
+        if (read_u64(name) == size)
             break;
     }
     CHECK(j < nbins);
+    return j;
+}
+
+static void test_bins(unsigned a) {
+    unsigned j = bin_of_size(48);
     unsigned old = 0;
-    len = sizeof old;
+    size_t len = sizeof old;
     CHECK_EQ(X(mallctl)("thread.arena", &old, &len, &a, sizeof a), 0);
     char nmalloc[96], ndalloc[96], curregs[96];
     snprintf(nmalloc, sizeof nmalloc, "stats.arenas.%u.bins.%u.nmalloc", a, j);
@@ -139,16 +145,7 @@ static void test_tcache_grow(unsigned a) {
     size_t len = sizeof slots;
     CHECK_EQ(X(mallctl)("opt.tcache_nslots_small_max", &slots, &len, NULL, 0), 0);
     CHECK_EQ(slots, 2048);
-    unsigned nbins = 0, j;
-    len = sizeof nbins;
-    CHECK_EQ(X(mallctl)("arenas.nbins", &nbins, &len, NULL, 0), 0);
-    char name[96];
-    for (j = 0; j < nbins; j++) {
-        snprintf(name, sizeof name, "arenas.bin.%u.size", j);
-        if (read_u64(name) == 64)
-            break;
-    }
-    CHECK(j < nbins);
+    unsigned j = bin_of_size(64);
     unsigned old = 0;
     len = sizeof old;
     CHECK_EQ(X(mallctl)("thread.arena", &old, &len, &a, sizeof a), 0);
