@@ -9,9 +9,10 @@
 //! refills soon after it overflowed (`GROW_WITHIN`) swings over more blocks than its
 //! capacity, so its capacity doubles (up to `grow_max`, within the thread's
 //! `GROW_THREAD_BYTES`), moving its stack to storage of its own; every second GC visit in a
-//! row that finds it did not refill halves it back towards the base. A program that allocates and frees a working set of a few
-//! hundred or thousand blocks of a class over and over then runs from the cache alone, with no
-//! refill or flush (each a bin lock and a pass over bitmaps).
+//! row that finds it idle (no refill, its count unchanged) halves it back towards the base. A
+//! program that allocates and frees a working set of a few hundred or thousand blocks of a
+//! class over and over then runs from the cache alone, with no refill or flush (each a bin
+//! lock and a pass over bitmaps).
 //!
 //! A small block of a slab of another arena (freed by this thread, allocated by a thread of
 //! another arena) is not cached: it goes to the thread's remote-free stack of its class
@@ -21,8 +22,8 @@
 //! neighbours another core is writing. The remote stacks' storage (`bin::REMOTE_STORAGE_BYTES`)
 //! is taken from the base at the thread's first remote free and returned at its exit.
 //!
-//! The stacks live in one metadata block after the `Tcache` header (`items`), never in user
-//! memory.
+//! The stacks live in one metadata block after the `Tcache` header (`items`), a grown bin's in
+//! base storage of its own; never in user memory.
 
 use crate::arena::{self, Arena, Owner};
 use crate::base::BASE;
@@ -44,8 +45,8 @@ const GC_EVERY: u32 = 64;
 /// A small bin grows to at most this many bytes of blocks (`grow_max`), and to at most
 /// `tcache_nslots_small_max` blocks.
 pub const GROW_CLASS_BYTES: usize = 512 << 10;
-/// Bins of a smaller base capacity do not grow (classes above 256 B: `small_batch_cap`):
-/// their overflow moves 8 to 16 blocks, a swing a program allocating and freeing at random
+/// Bins of a smaller base capacity do not grow (classes above 320 B: `small_batch_cap`):
+/// their overflow moves 8 to 21 blocks, a swing a program allocating and freeing at random
 /// makes all the time (larson: 40.0 -> 57.3 MiB peak RSS with them growing).
 pub const GROW_BASE_MIN: usize = 64;
 /// A bin grows when it refills within this many slow-path events (refills and overflows of
@@ -80,9 +81,13 @@ pub struct TBin {
     pub overflow_at: u32,
     /// Set when the bin refilled since the last GC visit.
     pub refilled: bool,
-    /// GC visits in a row that found the grown bin had not refilled: it shrinks at the second
-    /// and counts again (a bin a program uses in turn with others is often idle at one visit).
+    /// GC visits in a row that found the grown bin idle (no refill, and `count` where the last
+    /// visit left it): it shrinks at the second and counts again (a bin a program uses in turn
+    /// with others is often idle at one visit).
     pub idle_visits: u8,
+    /// `count` at the last GC visit: a grown bin whose working set fits never refills, but its
+    /// count moves while the program uses it.
+    pub last_count: u32,
 }
 
 /// Sizes up to this go through the class lookup table on the fast paths (`alloc`).
@@ -159,14 +164,19 @@ pub const fn bin_cap(class: usize, tcache_max: usize) -> usize {
 }
 
 /// The most slots small class `class`'s bin (of base capacity `base`) may grow to: `slots`
-/// (`tcache_nslots_small_max`) or `GROW_CLASS_BYTES` of blocks, whichever is fewer, and never
-/// below `base`; `base` itself for every other class (cached large blocks never refill).
+/// (`tcache_nslots_small_max`) or `GROW_CLASS_BYTES` of blocks, whichever is fewer, rounded
+/// down to one less than a power of two (with the null slot before it, a grown stack's storage
+/// is a power of two of slots: few distinct sizes for the base's exact-size free lists), and
+/// never below `base`; `base` itself for a bin of a base below `GROW_BASE_MIN` and for every
+/// other class (cached large blocks never refill).
 pub const fn grow_max(class: usize, base: usize, slots: usize) -> usize {
     if !is_small(class) || base < GROW_BASE_MIN {
         return base;
     }
     let by_bytes = GROW_CLASS_BYTES / class_size(class);
     let most = if by_bytes < slots { by_bytes } else { slots };
+    // The largest power of two at most `most + 1`, less one.
+    let most = (1usize << (usize::BITS - 1 - (most + 1).leading_zeros())) - 1;
     if most > base {
         most
     } else {
@@ -235,6 +245,7 @@ impl Tcache {
                     overflow_at: 0,
                     refilled: false,
                     idle_visits: 0,
+                    last_count: 0,
                 };
                 items = items.add(cap);
             }
@@ -347,10 +358,10 @@ impl Tcache {
     }
 
     /// Doubles the capacity of small bin `class` (it refilled soon after it overflowed, so
-    /// the program's use of the class swings over more than its capacity), up to `grow_max` and within the thread's
-    /// `GROW_THREAD_BYTES`; the first growth moves its stack to storage of its own, of
-    /// `grow_max` slots. Nothing changes when the bin is at its most, the thread's budget is
-    /// spent, or the base has no memory for the storage (warned once).
+    /// the program's use of the class swings over more than its capacity), up to `grow_max`
+    /// and within the thread's `GROW_THREAD_BYTES`; the first growth moves its stack to
+    /// storage of its own, of `grow_max` slots. Nothing changes when the bin is at its most,
+    /// the thread's budget is spent, or the base has no memory for the storage (warned once).
     fn grow(&mut self, class: usize) {
         let size = class_size(class);
         let grown = self.grown_bytes;
@@ -375,7 +386,7 @@ impl Tcache {
             }
             // SAFETY: fresh zeroed base memory of `most + 1` slots: slot 0 is the null slot
             // before the stack (`TBin::items`), the stack follows; the old stack's `count`
-            // pointers are initialised and `count <= cap < most`.
+            // pointers are initialised and `count <= cap < new <= most`.
             unsafe {
                 let items = storage.add(1);
                 core::ptr::copy_nonoverlapping(bin.items, items, bin.count as usize);
@@ -388,7 +399,7 @@ impl Tcache {
     }
 
     /// Halves the capacity of bin `class` towards its base (two GC visits in a row found it
-    /// had not refilled), flushing the oldest blocks past the new capacity.
+    /// idle), flushing the oldest blocks past the new capacity.
     fn shrink(&mut self, class: usize) {
         let bin = bin_mut(&mut self.bins, class);
         let (cap, base) = (bin.cap as usize, bin.base as usize);
@@ -544,8 +555,9 @@ impl Tcache {
             self.gc_next = (self.gc_next + 1) % NBINS as u32;
             let bin = bin_mut(&mut self.bins, c);
             let refilled = core::mem::replace(&mut bin.refilled, false);
+            let moved = bin.count != bin.last_count;
             if bin.cap > bin.base as u32 {
-                if refilled {
+                if refilled || moved {
                     bin.idle_visits = 0;
                 } else {
                     bin.idle_visits = bin.idle_visits.saturating_add(1);
@@ -556,17 +568,18 @@ impl Tcache {
                 }
             }
             let bin = bin_mut(&mut self.bins, c);
-            if bin.count == 0 {
-                bin.busy = false;
-                continue;
-            }
-            if !bin.busy {
+            let held = bin.count > 0;
+            if held && !bin.busy {
                 let half = (bin.count as usize).div_ceil(2);
                 self.flush_bin(c, half);
-            } else {
-                bin.busy = false;
             }
-            break;
+            let bin = bin_mut(&mut self.bins, c);
+            bin.busy = false;
+            // The count this visit leaves, its own flushes done: the next visit compares.
+            bin.last_count = bin.count;
+            if held {
+                break;
+            }
         }
     }
 
@@ -781,6 +794,35 @@ mod tests {
     }
 
     #[test]
+    fn grown_stacks_come_in_few_sizes() {
+        let mut sizes = std::collections::BTreeSet::new();
+        for slots in [0, 100, 2048, 3000, crate::config::TCACHE_SLOTS_LIMIT] {
+            for c in 0..NBINS {
+                let base = bin_cap(c, usize::MAX);
+                let most = grow_max(c, base, slots);
+                assert!(most >= base && most <= slots.max(base), "class {c}");
+                if most == base {
+                    continue;
+                }
+                assert!(is_small(c) && base >= GROW_BASE_MIN, "class {c}");
+                assert!(most * class_size(c) <= GROW_CLASS_BYTES, "class {c}");
+                // With its null slot, a power of two of slots.
+                assert!((most + 1).is_power_of_two(), "class {c}: {most}");
+                sizes.insert(own_bytes(most));
+            }
+        }
+        // The classes that grow: 8 B to 320 B.
+        let grows: std::vec::Vec<usize> = (0..NSMALL)
+            .filter(|&c| grow_max(c, bin_cap(c, usize::MAX), 2048) > bin_cap(c, usize::MAX))
+            .map(class_size)
+            .collect();
+        assert_eq!(grows.first(), Some(&8));
+        assert_eq!(grows.last(), Some(&320));
+        // Few sizes for the base's 16 exact-size free lists, whatever the option says.
+        assert!(sizes.len() <= 4, "{sizes:?}");
+    }
+
+    #[test]
     fn a_bin_that_refills_after_overflowing_grows_until_its_working_set_fits() {
         let (arena, tc) = arena_and_cache(901, 2048);
         // SAFETY: a fresh cache this test alone uses, destroyed at the end.
@@ -794,7 +836,12 @@ mod tests {
         churn(t, class, 1000, 6);
         let bin = &t.bins[class];
         let cap = bin.cap as usize;
-        assert!(cap >= 1000 && cap.is_power_of_two(), "128 doubled to {cap}");
+        let most = grow_max(class, base, 2048);
+        assert_eq!(most, 2047, "2,048 slots with the null slot");
+        assert!(
+            cap >= 1000 && (cap.is_power_of_two() || cap == most),
+            "128 doubled to {cap}"
+        );
         assert_eq!(bin.own_slots as usize, grow_max(class, base, 2048));
         assert_eq!(t.grown_bytes, (cap - base) * 16);
         assert_capacities(t);
@@ -803,8 +850,26 @@ mod tests {
         churn(t, class, 1000, 3);
         assert_eq!(fills(), before, "no refill once the working set fits");
 
-        // Idle: every second GC visit in a row that finds no refill halves the capacity
-        // towards the base and flushes what is past it.
+        // In use between GC visits (its count moves), though it never refills: not shrunk.
+        let mut taken = std::vec::Vec::new();
+        for _ in 0..8 {
+            for _ in 0..3 {
+                taken.push(pop(t, class));
+            }
+            for _ in 0..GC_EVERY {
+                t.gc_tick();
+            }
+        }
+        assert_eq!(
+            t.bins[class].cap as usize, cap,
+            "a bin in use keeps its capacity"
+        );
+        for p in taken {
+            t.push(class, p);
+        }
+
+        // Idle: every second GC visit in a row that finds no refill and the count unchanged
+        // halves the capacity towards the base and flushes what is past it.
         for _ in 0..(GC_EVERY as usize * 16) {
             t.gc_tick();
         }
@@ -879,14 +944,15 @@ mod tests {
         let held_back = t.bins[short].cap;
         assert!(held_back < 1200);
         // Used one class at a time, the idle ones shrink back (GC visits, driven by the
-        // refills and overflows of the class in use) and the budget goes to the class in use:
-        // the short one, churned last, grows to hold its 1,200 blocks.
+        // refills and overflows of the class in use: none once a class fits, so over some
+        // rounds of the class held back) and the budget goes to the class in use: the short
+        // one, churned last, grows to hold its 1,200 blocks.
         for &c in classes
             .iter()
             .filter(|&&c| c != short)
             .chain([short].iter())
         {
-            churn(t, c, 1200, 8);
+            churn(t, c, 1200, if c == short { 60 } else { 8 });
             assert_capacities(t);
         }
         assert!(t.bins[short].cap >= 1200 && t.bins[short].cap > held_back);

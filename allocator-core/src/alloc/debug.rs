@@ -199,8 +199,8 @@ fn free_fill(owner: &Owner, p: *mut u8, usable: usize, debug: u8) {
 /// bin's top is compared always; the whole bin is scanned when the block may be a freed one:
 /// under `junk` and `check:full` every freed block starts with the free junk (`JUNK_FREE`),
 /// so only a block whose first bytes (up to eight) are that junk is looked for in the bin — a
-/// live block's scan of up to 128 pointers per free was a quarter of `cfrac`'s time under
-/// `check:full`. (A block written after its free, then freed again, is not found in the bin
+/// live block's scan of up to 128 pointers (a bin's size then) was a quarter of `cfrac`'s time
+/// under `check:full`. (A block written after its free, then freed again, is not found in the bin
 /// unless on top; its second copy is caught when the bin flushes, by the slab's bitmap.)
 /// A block already back in its slab is caught by `free_check`, and one in another thread's
 /// cache when either cache flushes (the slab's bitmap).
