@@ -188,6 +188,15 @@ pub fn warn(what: &str) {
     Msg::new().str(what).emit()
 }
 
+/// `warn(what)` from the first caller to find `warned` clear, which sets it: a fallback's one
+/// warning per process.
+pub fn warn_once(warned: &crate::sync::plain::AtomicBool, what: &str) {
+    // Relaxed: only one caller may win the swap; nothing is published by it.
+    if !warned.swap(true, Ordering::Relaxed) {
+        warn(what);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

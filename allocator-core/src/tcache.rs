@@ -375,13 +375,11 @@ impl Tcache {
         if bin.own_slots == 0 {
             let storage = BASE.alloc(own_bytes(most)) as *mut *mut u8;
             if storage.is_null() {
-                // Relaxed: only one caller may win the swap; nothing is published by it.
-                if !GROW_NO_STORAGE_WARNED.swap(true, crate::sync::Ordering::Relaxed) {
-                    crate::diag::warn(
-                        "no metadata memory to grow a thread cache bin; it keeps its \
-                         capacity (warned once)",
-                    );
-                }
+                crate::diag::warn_once(
+                    &GROW_NO_STORAGE_WARNED,
+                    "no metadata memory to grow a thread cache bin; it keeps its capacity \
+                     (warned once)",
+                );
                 return;
             }
             // SAFETY: fresh zeroed base memory of `most + 1` slots: slot 0 is the null slot
@@ -486,13 +484,11 @@ impl Tcache {
             if storage.is_null() {
                 // No metadata memory: the block goes home alone (one bin lock per block), and
                 // the attach is tried again at the next remote free.
-                // Relaxed: only one caller may win the swap; nothing is published by it.
-                if !REMOTE_NO_STORAGE_WARNED.swap(true, crate::sync::Ordering::Relaxed) {
-                    crate::diag::warn(
-                        "no metadata memory for a thread's remote-free stacks; its frees of \
-                         other arenas' blocks go home one at a time (warned once)",
-                    );
-                }
+                crate::diag::warn_once(
+                    &REMOTE_NO_STORAGE_WARNED,
+                    "no metadata memory for a thread's remote-free stacks; its frees of other \
+                     arenas' blocks go home one at a time (warned once)",
+                );
                 // SAFETY: `slab` is live (the contract), so its arena is a registered one.
                 let home = unsafe { (*slab).arena } as usize;
                 return crate::registry::arena(home).bin_flush_slabs(class, &[(p, slab)]);
