@@ -4,8 +4,9 @@
 //! The fast paths are `malloc` and `free`: a TLS read, a class lookup (malloc) or a pagemap
 //! walk, the check that the pointer starts an object and the slab's arena compared with the
 //! thread's (free: another arena's block goes to the remote-free buffer), one bounds check on
-//! the cache bin, and a pop or push, with one branch to a `*_slow` function. `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 94
-//! instructions per C `malloc` + `free` pair preloaded (the same at each size; the C wrappers
+//! the cache bin, and a pop or push, with one branch to a `*_slow` function.
+//! `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 88 instructions per C
+//! `malloc` + `free` pair preloaded (the same at each size; the C wrappers
 //! and the benchmark's loop included; jemalloc 79.5–87.7, mimalloc 54.6–131.4): see
 //! docs/benchmarks.md, issue 13.
 //!
@@ -51,8 +52,9 @@ pub enum Miss {
     /// No cache, or a size past `FAST_MAX`: the generic path, which counts the bytes for heap
     /// profiling (`alloc_slow`).
     Uncounted,
-    /// An empty bin, the bytes counted: `alloc_counted` refills it.
-    Counted,
+    /// The bin of class `.0` is empty, the bytes counted: `alloc_refill` refills it straight
+    /// away (the class is known: no second class lookup or cache test).
+    Empty(u32),
     /// The profiling countdown ran out: `alloc_sampled`.
     Sampled,
 }
@@ -85,7 +87,7 @@ pub fn cache_hit(size: usize) -> Result<*mut u8, Miss> {
         // SAFETY: items[count] is a cached pointer (count was above it).
         return Ok(unsafe { *bin.items.add(bin.count as usize) });
     }
-    Err(Miss::Counted)
+    Err(Miss::Empty(class as u32))
 }
 
 /// `malloc(size)` after `cache_hit` said `miss` (the countdown already taken for `Counted`
@@ -95,8 +97,28 @@ pub fn cache_hit(size: usize) -> Result<*mut u8, Miss> {
 pub fn alloc_miss(size: usize, miss: Miss) -> *mut u8 {
     match miss {
         Miss::Uncounted => alloc_slow(size, 1, false),
-        Miss::Counted => alloc_counted(size, 1, false),
+        Miss::Empty(class) => alloc_refill(size, class as usize),
         Miss::Sampled => alloc_sampled(thread::tcache(), size, 1, false),
+    }
+}
+
+/// `Miss::Empty`: a refill of the empty bin of `class`, `size`'s class, in the cache the fast
+/// path found (so there is one, and no debug mode hides it), then a pop (null when out of
+/// memory); a bin of capacity 0 (a class past `tcache_max`) takes `alloc_counted`. Going
+/// through `alloc_counted` instead cost a class lookup and a cache test per refill: 70
+/// instructions, 9 per block at 1 KiB, whose refills bring 8 (docs/benchmarks.md, Session 12).
+#[inline(always)]
+fn alloc_refill(size: usize, class: usize) -> *mut u8 {
+    let tc = thread::tcache();
+    if tc.is_null() {
+        // Not after `Empty`, whose fast path found the cache; kept for safety.
+        return alloc_counted(size, 1, false);
+    }
+    // SAFETY: the thread's own live cache (tested above).
+    let t = unsafe { &mut *tc };
+    match t.bins.get(class) {
+        Some(bin) if bin.cap > 0 => t.alloc_slow(class),
+        _ => alloc_counted(size, 1, false),
     }
 }
 
@@ -379,7 +401,7 @@ pub unsafe fn free(p: *mut u8) {
                 let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *mut crate::slab::Slab;
                 // SAFETY: a slab page's word names the live slab holding the page.
                 let s = unsafe { &*slab };
-                let start = s.is_object_start(addr);
+                let start = s.is_object_start_on_pages(addr);
                 // A block of another arena's slab (allocated by another thread) goes home
                 // through the remote-free buffer, never to this thread's cache.
                 // SAFETY: the thread's own live cache.
@@ -399,6 +421,8 @@ pub unsafe fn free(p: *mut u8) {
                 if unsafe { cache_push(tc, class, p) } {
                     return;
                 }
+                // SAFETY: as above; `p` starts a block of `class`, not a sampled one.
+                return unsafe { cache_push_full(tc, class, p) };
             }
         }
     }
@@ -414,7 +438,7 @@ pub unsafe fn free(p: *mut u8) {
 /// The caller's alignment is at most 8 (or at most 16 with `size > 8`), where the class of
 /// `size` is the class `class_for(size, align)` gives. False when it does not apply (no
 /// cache, not a small or large cached block, a pointer inside a block, a size of another
-/// class, a full bin): the caller's slow path then decides, and aborts on a misuse. `free`
+/// class): the caller's slow path then decides (a full bin is `cache_push_full`'s), and aborts on a misuse. `free`
 /// keeps its own copy of the same steps in the same order: written as one function with a
 /// check that plain `free` leaves open, LLVM laid the plain path out with 2 more
 /// instructions per pair (callgrind, 99 -> 101, session 7).
@@ -447,7 +471,7 @@ unsafe fn free_cached(p: *mut u8, size: usize) -> bool {
         let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *mut crate::slab::Slab;
         // SAFETY: a slab page's word names the live slab holding the page.
         let s = unsafe { &*slab };
-        let start = s.holds_size(size) && s.is_object_start(addr);
+        let start = s.holds_size(size) && s.is_object_start_on_pages(addr);
         // A block of another arena's slab goes home through the remote-free buffer, as in
         // `free`.
         // SAFETY: the thread's own live cache.
@@ -473,7 +497,32 @@ unsafe fn free_cached(p: *mut u8, size: usize) -> bool {
     let class = (word >> PAGE_CLASS_SHIFT) as usize;
     // SAFETY: the thread's own live cache; class < HUGE_FIRST == NBINS for slab and large
     // page words.
-    unsafe { cache_push(tc, class, p) }
+    if unsafe { !cache_push(tc, class, p) } {
+        // SAFETY: as above; `p` starts a block of `class`, not a sampled one.
+        unsafe { cache_push_full(tc, class, p) };
+    }
+    true
+}
+
+/// `cache_push`'s false: the bin of `class` is full (its older half goes to the arena, then
+/// `p` on it), or has capacity 0 (a class past `tcache_max`: `free_slow`). `p` is a block the
+/// fast path may cache: a checked object start of `class` (`free`), or one pushed by its size
+/// (`free_layout`, checked at its flush). Going through `free_slow` instead walked the pagemap
+/// and checked the block again at every flush: 70 instructions, 9 per block at 1 KiB
+/// (docs/benchmarks.md, Session 12).
+///
+/// # Safety
+/// `tc` is the calling thread's live cache, `class < NBINS`, and `p` is such a block.
+#[cold]
+#[inline(never)]
+unsafe fn cache_push_full(tc: *mut crate::tcache::Tcache, class: usize, p: *mut u8) {
+    // SAFETY: the contract.
+    let t = unsafe { &mut *tc };
+    match t.bins.get(class) {
+        Some(bin) if bin.cap > 0 => t.free_slow(class, p),
+        // SAFETY: forwarded contract.
+        _ => unsafe { free_slow(p) },
+    }
 }
 
 /// Marks the branch calling it unlikely: a stable stand-in for `core::hint::cold_path`, which
@@ -550,10 +599,13 @@ pub unsafe fn free_layout(p: *mut u8, size: usize, align: usize) {
                 // SAFETY: forwarded contract; `tc` as above.
                 return unsafe { free_layout_miss(tc, p, size) };
             }
+            let class = class_of(size);
             // SAFETY: the thread's own live cache; class_of(size) < NSMALL <= NBINS.
-            if unsafe { cache_push(tc, class_of(size), p) } {
+            if unsafe { cache_push(tc, class, p) } {
                 return;
             }
+            // SAFETY: as above; a block pushed by its size (checked at its flush).
+            return unsafe { cache_push_full(tc, class, p) };
         }
     }
     // SAFETY: forwarded contract.
@@ -578,10 +630,13 @@ unsafe fn free_layout_miss(tc: *mut crate::tcache::Tcache, p: *mut u8, size: usi
         if unsafe { (*pc).arena == (*tc).home_arena } {
             // SAFETY: as above.
             unsafe { (*tc).home_chunk = addr >> LG_CHUNK };
+            let class = class_of(size);
             // SAFETY: as above; class_of(size) < NSMALL <= NBINS.
-            if unsafe { cache_push(tc, class_of(size), p) } {
+            if unsafe { cache_push(tc, class, p) } {
                 return;
             }
+            // SAFETY: as above; a block pushed by its size (checked at its flush).
+            return unsafe { cache_push_full(tc, class, p) };
         }
     }
     // SAFETY: forwarded contract.

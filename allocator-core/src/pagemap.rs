@@ -1,7 +1,12 @@
 //! Address → chunk metadata. A two-level radix table indexed by `addr >> 21` (the chunk
 //! number): a static root of `2^ROOT_BITS` leaf pointers and lazily mapped leaves of
 //! `2^LEAF_BITS` entries. Reads are lock-free (one Acquire load of the leaf pointer, one load of
-//! the entry); leaves are installed with a compare-and-swap and never freed.
+//! the entry); leaves are installed with a compare-and-swap and never freed. A root slot with
+//! no leaf yet points at `EMPTY_LEAF`, a static leaf of zeros that is never written, so a read
+//! needs no test for a missing leaf (2 of `free`'s instructions; docs/benchmarks.md, Session
+//! 12). The root is 1,024 slots (8 KiB of initialised data, one relocation each) and a leaf
+//! 1 MiB of address space reserved at its first use, of which only the pages holding entries
+//! in use are touched (one 4 KiB page per GiB of heap addresses).
 //!
 //! An entry is a tagged word: 0 for a chunk hugealloc does not own, `ptr | TAG_PAGES` for a
 //! chunk holding slabs and page runs (`ptr` is its `chunk::PageChunk`), `ptr | TAG_EXTENT` for a
@@ -9,8 +14,8 @@
 //!
 //! Publication protocol (what the loom model `pagemap_leaf_publication` drives): a leaf comes
 //! from a [`LeafSource`] with every entry 0 and is installed with a Release CAS; a reader's
-//! Acquire load of the root slot therefore sees either null or a leaf whose initialisation
-//! happened before; a thread that loses the race gives its own leaf back and uses the winner's
+//! Acquire load of the root slot therefore sees either the empty leaf (null under loom) or a
+//! leaf whose initialisation happened before; a thread that loses the race gives its own leaf back and uses the winner's
 //! (Acquire on failure). The allocator's source is `os` (kernel-zeroed mappings); under loom
 //! the table is small (4 x 4 entries) and the model supplies heap leaves.
 
@@ -22,7 +27,7 @@ use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 #[cfg(not(loom))]
 const ADDR_BITS: u32 = 48;
 #[cfg(not(loom))]
-const LEAF_BITS: u32 = 14;
+const LEAF_BITS: u32 = 17;
 /// Under loom every atomic is tracked: a table of 4 leaves of 4 entries.
 #[cfg(loom)]
 const ADDR_BITS: u32 = LG_CHUNK + 4;
@@ -40,6 +45,28 @@ pub const TAG_MASK: usize = 7;
 /// The second level: one entry per chunk.
 pub struct Leaf {
     entries: [AtomicUsize; LEAF_LEN],
+}
+
+/// What every root slot without a leaf points at: all entries 0 ("not hugealloc's"), never
+/// written (`leaf_for` replaces it, never writes into it). In `.bss`: read, its pages are the
+/// kernel's shared zero page.
+#[cfg(not(loom))]
+static EMPTY_LEAF: Leaf = Leaf {
+    entries: [const { AtomicUsize::new(0) }; LEAF_LEN],
+};
+
+/// The value of a root slot without a leaf: `EMPTY_LEAF`; null under loom, whose models
+/// build their tables at run time.
+#[inline(always)]
+fn unset() -> *mut Leaf {
+    #[cfg(not(loom))]
+    {
+        (&raw const EMPTY_LEAF).cast_mut()
+    }
+    #[cfg(loom)]
+    {
+        core::ptr::null_mut()
+    }
 }
 
 impl Leaf {
@@ -99,10 +126,8 @@ impl Pagemap {
 
     #[cfg(not(loom))]
     pub const fn new() -> Pagemap {
-        #[allow(clippy::declare_interior_mutable_const)]
-        const NULL: AtomicPtr<Leaf> = AtomicPtr::new(core::ptr::null_mut());
         Pagemap {
-            root: [NULL; ROOT_LEN],
+            root: [const { AtomicPtr::new((&raw const EMPTY_LEAF).cast_mut()) }; ROOT_LEN],
         }
     }
 
@@ -149,11 +174,13 @@ impl Pagemap {
         // SAFETY: `r < ROOT_LEN` (each caller's derivation; unchecked: `get` is on `free`'s
         // fast path, where nothing may panic).
         let leaf = unsafe { self.root.get_unchecked(r) }.load(Ordering::Acquire);
+        #[cfg(loom)]
         if leaf.is_null() {
             return 0;
         }
-        // SAFETY: leaves are never freed once installed; `l` is below LEAF_LEN.
-        // Acquire pairs with the Release store in `set`, publishing the metadata it points to.
+        // SAFETY: a root slot holds `EMPTY_LEAF` or an installed leaf (never freed); `l` is
+        // below LEAF_LEN. Acquire pairs with the Release store in `set`, publishing the
+        // metadata it points to.
         unsafe { (*leaf).entries[l].load(Ordering::Acquire) }
     }
 
@@ -209,7 +236,7 @@ impl Pagemap {
         };
         // Acquire pairs with the Release CAS below.
         let leaf = slot.load(Ordering::Acquire);
-        if !leaf.is_null() {
+        if leaf != unset() {
             return leaf;
         }
         let fresh = leaves.alloc();
@@ -217,12 +244,7 @@ impl Pagemap {
             return fresh;
         }
         // Release publishes the (zeroed) leaf; Acquire on failure sees the winner's leaf.
-        match slot.compare_exchange(
-            core::ptr::null_mut(),
-            fresh,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
+        match slot.compare_exchange(unset(), fresh, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => fresh,
             Err(winner) => {
                 // SAFETY: `fresh` came from `leaves.alloc` and was never published.
