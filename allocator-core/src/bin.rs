@@ -599,7 +599,7 @@ pub const BATCH_CAP_MAX: usize = 128;
 /// so a refill and a flush (a bin lock each) every 16 blocks; with this budget it holds 64 and
 /// moves 32 at a time (callgrind, a batch of 1,000 blocks of 256 B: 222 -> 206 instructions
 /// per block; docs/benchmarks.md, "Session 8, F8"). Classes of 512 B and up keep twice a
-/// slab's objects.
+/// slab's objects (32 up to 8 KiB, `size_class::SLAB_MIN_OBJS`).
 pub const SMALL_BIN_BYTES: usize = 16 << 10;
 
 /// Capacity of the thread cache's bin of small class `class` (`tcache::bin_cap`): twice the
@@ -700,7 +700,7 @@ pub const REMOTE_SLOTS: usize = {
 /// One buffered remote free: the block and the slab holding it.
 pub type RemoteItem = (*mut u8, *mut Slab);
 
-/// Bytes of a remote-free storage block ([`RemoteFrees::attach`]): 16 per item, 13,632 in all
+/// Bytes of a remote-free storage block ([`RemoteFrees::attach`]): 16 per item, 15,680 in all
 /// (as much as the thread cache's own small-class stacks, which hold twice the items at 8 B).
 pub const REMOTE_STORAGE_BYTES: usize = REMOTE_SLOTS * core::mem::size_of::<RemoteItem>();
 
@@ -1029,11 +1029,11 @@ mod tests {
     fn keeps_empty_slabs_up_to_the_budget_and_decay_returns_the_idle_ones() {
         let class = class_of(1024);
         let keep = keep_empty(class) as usize;
-        // 1 KiB slabs are two pages of 8 objects (`SLAB_MIN_OBJS`): the bytes and the objects
-        // budgets agree.
+        // 1 KiB slabs are four pages of 16 objects (`SLAB_MIN_OBJS`): the bytes and the
+        // objects budgets agree.
         let objs = SLAB_OBJS[class] as usize;
-        assert_eq!((SLAB_PAGES[class], objs), (2, 8));
-        assert_eq!(keep, KEEP_EMPTY_BYTES / 8192);
+        assert_eq!((SLAB_PAGES[class], objs), (4, 16));
+        assert_eq!(keep, KEEP_EMPTY_BYTES / 16384);
         let mut bin = BinState::new();
         let mut made = Vec::new();
         let mut next_addr = 0x100000;

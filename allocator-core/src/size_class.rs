@@ -102,19 +102,23 @@ pub const fn is_small(idx: usize) -> bool {
 }
 
 /// Objects a slab should hold at least, where `SLAB_OBJS_PAGES` pages can: a refill or a
-/// flush then moves a slab's worth of blocks per slab created or released (with one-object
-/// slabs of 4 KiB, every 4 KiB block cost a slab of its own: 1,043 instructions per block
-/// through a batch's refill and flush, 326 with slabs of 8; docs/benchmarks.md, "Session 9").
-pub const SLAB_MIN_OBJS: usize = 8;
-/// The most pages a slab takes to reach `SLAB_MIN_OBJS` objects: 32, so that every small
-/// class reaches it (16 KiB in 32 pages; 14 KiB in 28). At 8 pages, 10–16 KiB slabs held 2
-/// objects: 821 instructions per 12 KiB block through a batch, 444 at 32.
+/// flush then moves a slab's worth of blocks per slab created or released, and a cache bin
+/// (twice a slab's objects, `bin::small_batch_cap`) moves 16 blocks per refill and flush
+/// where its class's bytes alone gave 8. With one-object slabs of 4 KiB, every 4 KiB block
+/// cost a slab of its own: 1,043 instructions per block through a batch's refill and flush,
+/// 326 with slabs of 8 (docs/benchmarks.md, "Session 9"), 216 with slabs of 16 (1 KiB: 220
+/// -> 178, mimalloc's 178; "Session 12"). Classes above 8 KiB hold what 32 pages fit (8-12).
+pub const SLAB_MIN_OBJS: usize = 16;
+/// The most pages a slab takes to reach `SLAB_MIN_OBJS` objects: 32, so that every class
+/// up to 8 KiB reaches it (16 pages) and the larger small classes hold at least 8 (16 KiB in
+/// 32 pages). At 8 pages, 10–16 KiB slabs held 2 objects: 821 instructions per 12 KiB block
+/// through a batch, 444 at 32.
 pub const SLAB_OBJS_PAGES: usize = 32;
 
 /// Pages in one slab of small class `idx`. Among the counts of at most `SLAB_OBJS_PAGES`
 /// pages that waste at most 1/64 of the slab: the fewest that hold `SLAB_MIN_OBJS` objects,
-/// else the one holding the most objects (the fewest pages among equals); every class today
-/// reaches `SLAB_MIN_OBJS` (the `slabs_hold_min_objs` test). Where no count is that tight (no
+/// else the one holding the most objects (the fewest pages among equals); every class up to
+/// 8 KiB reaches `SLAB_MIN_OBJS` and every class 8 objects (the `slabs_hold_min_objs` test). Where no count is that tight (no
 /// class today): the least wasteful of up to 16 pages. Never more than `SLAB_MAX_OBJS`
 /// objects.
 pub const fn compute_slab_pages(idx: usize) -> usize {
@@ -331,8 +335,13 @@ mod tests {
     #[test]
     fn slabs_hold_min_objs() {
         for i in 0..NSMALL {
+            let want = if class_size(i) <= 8 << 10 {
+                SLAB_MIN_OBJS
+            } else {
+                8
+            };
             assert!(
-                SLAB_OBJS[i] as usize >= SLAB_MIN_OBJS,
+                SLAB_OBJS[i] as usize >= want,
                 "class {i} ({} B): {} objects in {} pages",
                 class_size(i),
                 SLAB_OBJS[i],

@@ -218,8 +218,10 @@ impl Slab {
     ) -> Result<usize, (*mut u8, &'static str)> {
         let (addr, span) = (self.addr, self.span as u64);
         let (div_test, magic) = (self.div_test, self.magic as u64);
-        // The word being gathered (`usize::MAX`: none yet) and its bits.
-        let (mut word, mut bits) = (usize::MAX, 0u64);
+        // The word being gathered (`usize::MAX`: none yet), its bits, and `n` when it began
+        // (its bits' count without a population count: x86-64's baseline has no `popcnt`,
+        // and the software one was 15 instructions a word).
+        let (mut word, mut bits, mut from) = (usize::MAX, 0u64, 0);
         let mut n = 0;
         for item in items {
             let Some(p) = ptr(item) else {
@@ -238,8 +240,8 @@ impl Slab {
             // Exact for a multiple of the size below `span` (see `DIV_MAGIC`).
             let i = ((off * magic) >> 32) as usize;
             if i / 64 != word {
-                self.give_bits(word, bits)?;
-                (word, bits) = (i / 64, 0);
+                self.give_bits(word, bits, n - from)?;
+                (word, bits, from) = (i / 64, 0, n);
             }
             let bit = 1u64 << (i % 64);
             if bits & bit != 0 {
@@ -248,20 +250,27 @@ impl Slab {
             bits |= bit;
             n += 1;
         }
-        self.give_bits(word, bits)?;
+        self.give_bits(word, bits, n - from)?;
         Ok(n)
     }
 
-    /// Marks the objects `bits` of bitmap word `word` free (nothing when `bits` is 0); an
-    /// object already free is a double free, reported with its address.
+    /// Marks the objects `bits` of bitmap word `word` free (nothing when `bits` is 0), `count`
+    /// of them (`bits`' population); an object already free is a double free, reported with
+    /// its address.
     #[inline]
-    fn give_bits(&mut self, word: usize, bits: u64) -> Result<(), (*mut u8, &'static str)> {
+    fn give_bits(
+        &mut self,
+        word: usize,
+        bits: u64,
+        count: usize,
+    ) -> Result<(), (*mut u8, &'static str)> {
+        debug_assert_eq!(bits.count_ones() as usize, count);
         if bits == 0 {
             return Ok(());
         }
         match self.free.set_word_bits(word, bits) {
             Ok(()) => {
-                self.nfree += bits.count_ones();
+                self.nfree += count as u32;
                 Ok(())
             }
             Err(both) => {

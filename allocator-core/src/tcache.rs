@@ -940,15 +940,16 @@ mod tests {
         let held_back = t.bins[short].cap;
         assert!(held_back < 1200);
         // Used one class at a time, the idle ones shrink back (GC visits, driven by the
-        // refills and overflows of the class in use: none once a class fits, so over some
-        // rounds of the class held back) and the budget goes to the class in use: the short
-        // one, churned last, grows to hold its 1,200 blocks.
+        // refills and overflows of the class in use: none once a class fits, so over the
+        // rounds of the class held back; a visit every 64 of them, in turn over all bins,
+        // so 200 rounds whatever the rotation's phase) and the budget goes to the class in
+        // use: the short one, churned last, grows to hold its 1,200 blocks.
         for &c in classes
             .iter()
             .filter(|&&c| c != short)
             .chain([short].iter())
         {
-            churn(t, c, 1200, if c == short { 60 } else { 8 });
+            churn(t, c, 1200, if c == short { 200 } else { 8 });
             assert_capacities(t);
         }
         assert!(t.bins[short].cap >= 1200 && t.bins[short].cap > held_back);
@@ -978,6 +979,6 @@ mod tests {
             .map(|c| (SLAB_OBJS[c] as usize * 2).clamp(16, CAP_MAX).div_ceil(2))
             .sum();
         assert_eq!(bin::REMOTE_SLOTS, small_slots);
-        assert_eq!(bin::REMOTE_STORAGE_BYTES, 13_632);
+        assert_eq!(bin::REMOTE_STORAGE_BYTES, 15_680);
     }
 }

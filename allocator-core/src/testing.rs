@@ -96,7 +96,7 @@ pub mod registry {
 
 /// `crate::size_class`: the class tables.
 pub mod size_class {
-    pub use crate::size_class::{class_of, CHUNK, SLAB_OBJS};
+    pub use crate::size_class::{class_of, CHUNK, SLAB_OBJS, SLAB_PAGES};
 }
 
 /// `crate::thread`: the calling thread's state.

@@ -115,8 +115,13 @@ fn kept_empty_slabs_move_to_a_class_of_the_same_page_count() {
             })
             .collect()
     };
-    // 256 B and 512 B slabs are one page; 160 B slabs are two.
-    let (quarter, half, odd) = (class_of(256), class_of(512), class_of(160));
+    // 256 B and 224 B slabs are one page; 160 B slabs are two.
+    use hugealloc::testing::size_class::SLAB_PAGES;
+    let (quarter, half, odd) = (class_of(256), class_of(224), class_of(160));
+    assert_eq!(
+        (SLAB_PAGES[quarter], SLAB_PAGES[half], SLAB_PAGES[odd]),
+        (1, 1, 2)
+    );
     let k = alloc_n(256, 64 * SLAB_OBJS[quarter] as usize);
     let pages: HashSet<usize> = k.iter().map(|&p| page(p)).collect();
     assert_eq!(pages.len(), 64);
@@ -127,16 +132,16 @@ fn kept_empty_slabs_move_to_a_class_of_the_same_page_count() {
     // 63 kept empty by the 256 B bin (the 64th is its current slab).
     let active = counter("pactive");
     let moved = counter("small.slabs_moved");
-    let h = alloc_n(512, 32 * SLAB_OBJS[half] as usize);
+    let h = alloc_n(224, 32 * SLAB_OBJS[half] as usize);
     assert_eq!(
         counter("small.slabs_moved"),
         moved + 32,
-        "512 B slabs not taken from 256 B"
+        "224 B slabs not taken from 256 B"
     );
     assert_eq!(counter("pactive"), active, "fresh pages taken");
     assert!(
         h.iter().all(|&p| pages.contains(&page(p))),
-        "a 512 B block outside the pages 256 B emptied"
+        "a 224 B block outside the pages 256 B emptied"
     );
     let o = alloc_n(160, 1);
     assert_eq!(
