@@ -36,7 +36,7 @@ pub fn malloc(size: usize) -> *mut u8 {
 
 /// The fast path of `malloc` and of small `calloc`: `cache_hit`, with its misses taken here.
 /// `None` when the fast path does not apply (no cache, `size` past `FAST_MAX`); a miss
-/// inside it goes to `alloc_counted` (or `alloc_sampled`) itself.
+/// inside it goes to `alloc_refill` (or `alloc_sampled`) itself.
 #[inline(always)]
 fn cache_pop(size: usize) -> Option<*mut u8> {
     match cache_hit(size) {
@@ -90,7 +90,7 @@ pub fn cache_hit(size: usize) -> Result<*mut u8, Miss> {
     Err(Miss::Empty(class as u32))
 }
 
-/// `malloc(size)` after `cache_hit` said `miss` (the countdown already taken for `Counted`
+/// `malloc(size)` after `cache_hit` said `miss` (the countdown already taken for `Empty`
 /// and `Sampled`); null when out of memory.
 #[cold]
 #[inline(never)]
@@ -105,8 +105,9 @@ pub fn alloc_miss(size: usize, miss: Miss) -> *mut u8 {
 /// `Miss::Empty`: a refill of the empty bin of `class`, `size`'s class, in the cache the fast
 /// path found (so there is one, and no debug mode hides it), then a pop (null when out of
 /// memory); a bin of capacity 0 (a class past `tcache_max`) takes `alloc_counted`. Going
-/// through `alloc_counted` instead cost a class lookup and a cache test per refill: 70
-/// instructions, 9 per block at 1 KiB, whose refills bring 8 (docs/benchmarks.md, Session 12).
+/// through `alloc_counted` instead cost a class lookup and a cache test per refill (with the
+/// flush's second walk, `cache_push_full`, 70 instructions a round trip: 9 per block at 1 KiB,
+/// whose refills then brought 8; docs/benchmarks.md, Session 12).
 #[inline(always)]
 fn alloc_refill(size: usize, class: usize) -> *mut u8 {
     let tc = thread::tcache();
@@ -402,6 +403,7 @@ pub unsafe fn free(p: *mut u8) {
                 // SAFETY: a slab page's word names the live slab holding the page.
                 let s = unsafe { &*slab };
                 let start = s.is_object_start_on_pages(addr);
+                debug_assert_eq!(start, s.is_object_start(addr));
                 // A block of another arena's slab (allocated by another thread) goes home
                 // through the remote-free buffer, never to this thread's cache.
                 // SAFETY: the thread's own live cache.
@@ -438,10 +440,10 @@ pub unsafe fn free(p: *mut u8) {
 /// The caller's alignment is at most 8 (or at most 16 with `size > 8`), where the class of
 /// `size` is the class `class_for(size, align)` gives. False when it does not apply (no
 /// cache, not a small or large cached block, a pointer inside a block, a size of another
-/// class): the caller's slow path then decides (a full bin is `cache_push_full`'s), and aborts on a misuse. `free`
-/// keeps its own copy of the same steps in the same order: written as one function with a
-/// check that plain `free` leaves open, LLVM laid the plain path out with 2 more
-/// instructions per pair (callgrind, 99 -> 101, session 7).
+/// class): the caller's slow path then decides, and aborts on a misuse (a full bin is
+/// `cache_push_full`'s). `free` keeps its own copy of the same steps in the same order:
+/// written as one function with a check that plain `free` leaves open, LLVM laid the plain
+/// path out with 2 more instructions per pair (callgrind, 99 -> 101, session 7).
 ///
 /// # Safety
 /// `p` is null or a live block from this allocator, not used afterwards if this returns true.
@@ -472,6 +474,7 @@ unsafe fn free_cached(p: *mut u8, size: usize) -> bool {
         // SAFETY: a slab page's word names the live slab holding the page.
         let s = unsafe { &*slab };
         let start = s.holds_size(size) && s.is_object_start_on_pages(addr);
+        debug_assert!(!start || s.is_object_start(addr));
         // A block of another arena's slab goes home through the remote-free buffer, as in
         // `free`.
         // SAFETY: the thread's own live cache.
@@ -508,8 +511,8 @@ unsafe fn free_cached(p: *mut u8, size: usize) -> bool {
 /// `p` on it), or has capacity 0 (a class past `tcache_max`: `free_slow`). `p` is a block the
 /// fast path may cache: a checked object start of `class` (`free`), or one pushed by its size
 /// (`free_layout`, checked at its flush). Going through `free_slow` instead walked the pagemap
-/// and checked the block again at every flush: 70 instructions, 9 per block at 1 KiB
-/// (docs/benchmarks.md, Session 12).
+/// and checked the block again at every flush (with `alloc_refill`'s saving, 70 instructions
+/// a round trip; docs/benchmarks.md, Session 12).
 ///
 /// # Safety
 /// `tc` is the calling thread's live cache, `class < NBINS`, and `p` is such a block.

@@ -599,7 +599,7 @@ pub const BATCH_CAP_MAX: usize = 128;
 /// so a refill and a flush (a bin lock each) every 16 blocks; with this budget it holds 64 and
 /// moves 32 at a time (callgrind, a batch of 1,000 blocks of 256 B: 222 -> 206 instructions
 /// per block; docs/benchmarks.md, "Session 8, F8"). Classes of 512 B and up keep twice a
-/// slab's objects (32 up to 8 KiB, `size_class::SLAB_MIN_OBJS`).
+/// slab's objects (at least 32 up to 8 KiB, `size_class::SLAB_MIN_OBJS`).
 pub const SMALL_BIN_BYTES: usize = 16 << 10;
 
 /// Capacity of the thread cache's bin of small class `class` (`tcache::bin_cap`): twice the

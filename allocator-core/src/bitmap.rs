@@ -374,7 +374,7 @@ mod tests {
                 left.clear(i);
             }
             let mut got = std::vec::Vec::new();
-            // Whole free words go by the unscanned path: each bit still comes as the k-th.
+            // Each bit comes as the k-th taken (the refill writes block k to slot k).
             let taken = m.take_lowest(max, |k, i| {
                 assert_eq!(k, got.len(), "round {round}");
                 got.push(i)

@@ -15,8 +15,8 @@
 //! Publication protocol (what the loom model `pagemap_leaf_publication` drives): a leaf comes
 //! from a [`LeafSource`] with every entry 0 and is installed with a Release CAS; a reader's
 //! Acquire load of the root slot therefore sees either the empty leaf (null under loom) or a
-//! leaf whose initialisation happened before; a thread that loses the race gives its own leaf back and uses the winner's
-//! (Acquire on failure). The allocator's source is `os` (kernel-zeroed mappings); under loom
+//! leaf whose initialisation happened before; a thread that loses the race gives its own leaf
+//! back and uses the winner's (Acquire on failure). The allocator's source is `os` (kernel-zeroed mappings); under loom
 //! the table is small (4 x 4 entries) and the model supplies heap leaves.
 
 use crate::os;
@@ -305,5 +305,17 @@ mod tests {
         assert_eq!(PM.get_in_range(last), PM.get(last));
         assert_eq!(PM.get(last + 1), 0, "past the range");
         assert_eq!((last + 1) & Pagemap::ADDR_HIGH, last + 1);
+        // The slots with no leaf still share the empty leaf, untouched by the sets: the same
+        // leaf index under another root slot reads 0.
+        let other = base + (1usize << (LG_CHUNK + LEAF_BITS)) * 5;
+        assert_eq!(PM.get(other), 0);
+        assert!(EMPTY_LEAF
+            .entries
+            .iter()
+            .all(|e| e.load(Ordering::Relaxed) == 0));
+        assert_ne!(
+            PM.root[base >> (LG_CHUNK + LEAF_BITS)].load(Ordering::Relaxed),
+            unset()
+        );
     }
 }

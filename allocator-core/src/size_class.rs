@@ -118,9 +118,9 @@ pub const SLAB_OBJS_PAGES: usize = 32;
 /// Pages in one slab of small class `idx`. Among the counts of at most `SLAB_OBJS_PAGES`
 /// pages that waste at most 1/64 of the slab: the fewest that hold `SLAB_MIN_OBJS` objects,
 /// else the one holding the most objects (the fewest pages among equals); every class up to
-/// 8 KiB reaches `SLAB_MIN_OBJS` and every class 8 objects (the `slabs_hold_min_objs` test). Where no count is that tight (no
-/// class today): the least wasteful of up to 16 pages. Never more than `SLAB_MAX_OBJS`
-/// objects.
+/// 8 KiB reaches `SLAB_MIN_OBJS` and every class 8 objects (the `slabs_hold_min_objs` test).
+/// Where no count is that tight (no class today): the least wasteful of up to 16 pages.
+/// Never more than `SLAB_MAX_OBJS` objects.
 pub const fn compute_slab_pages(idx: usize) -> usize {
     let size = class_size(idx);
     // The tight count of at most SLAB_OBJS_PAGES pages with the most objects so far.
@@ -209,7 +209,7 @@ pub static DIV_MAGIC: [u32; NSMALL] = {
     t
 };
 // The magic is exact for offsets below 2^32 / 1: every slab is far smaller.
-const _: () = assert!(16 * PAGE < 1 << 31);
+const _: () = assert!(SLAB_OBJS_PAGES * PAGE < 1 << 31);
 
 /// The usable size of a request of `size` bytes aligned to `align` (a power of two), and the
 /// class serving it; `None` if it cannot be served (too big).

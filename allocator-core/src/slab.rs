@@ -81,7 +81,7 @@ impl Slab {
 
     /// As `init`, with `nobjs` objects (at most the class's `SLAB_OBJS`): the loom models
     /// make slabs of two objects, so that a fill crosses slabs within the few steps a model
-    /// can afford (every class holds at least `SLAB_MIN_OBJS`).
+    /// can afford (every class holds at least 8: `SLAB_MIN_OBJS` up to 8 KiB).
     pub fn init_objs(&mut self, addr: usize, class: usize, arena: u32, nobjs: usize) {
         let (Some(&most), Some(&magic)) = (SLAB_OBJS.get(class), DIV_MAGIC.get(class)) else {
             crate::diag::fatal_index("a slab of a class that is not small", class, NSMALL)

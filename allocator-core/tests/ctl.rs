@@ -668,6 +668,37 @@ fn ctl_child() {
                 CStr::from_ptr(s)
             });
         }
+        "uncached" => {
+            // Under `tcache_max:1k` the bins of 2 KiB and 1 KiB + 8 have capacity 0: `malloc`'s
+            // empty-bin miss and `free`'s full-bin push (the fast paths' direct refill and
+            // flush) send every block to the arena, one at a time; 512 B is cached.
+            let a = read_u64("thread.arena");
+            for size in [2048usize, 1032, 512] {
+                let class = hugealloc::testing::size_class::class_of(size);
+                let count = |n: &str| read_u64(&format!("stats.arenas.{a}.bins.{class}.{n}"));
+                let (m0, f0) = (count("nmalloc"), count("ndalloc"));
+                let blocks: Vec<*mut u8> = (0..100)
+                    .map(|i| {
+                        let p = alloc::malloc(size);
+                        assert!(!p.is_null());
+                        // SAFETY: a live block of `size` bytes.
+                        unsafe { p.write_bytes(i as u8, size) };
+                        p
+                    })
+                    .collect();
+                let m1 = count("nmalloc");
+                for (i, &p) in blocks.iter().enumerate() {
+                    // SAFETY: live, written above; freed once below.
+                    assert_eq!(unsafe { *p.add(size - 1) }, i as u8);
+                }
+                for p in blocks {
+                    // SAFETY: live, not used afterwards.
+                    unsafe { alloc::free(p) };
+                }
+                let f1 = count("ndalloc");
+                println!("RESULT {size} {} {}", m1 - m0, f1 - f0);
+            }
+        }
         "exit" => {
             let p = alloc::malloc(200);
             println!("RESULT allocated {}", !p.is_null());
@@ -681,6 +712,20 @@ fn results(out: &Output) -> Vec<String> {
         .lines()
         .filter_map(|l| l.find("RESULT ").map(|i| l[i + 7..].to_string()))
         .collect()
+}
+
+/// A class past `tcache_max` has a bin of capacity 0: each block of it goes to and from its
+/// arena alone (`nmalloc` and `ndalloc` count one per call), where a cached class moves in
+/// batches and keeps its freed blocks.
+#[test]
+fn classes_past_tcache_max_go_to_the_arena_one_at_a_time() {
+    let out = run_child("uncached", "tcache_max:1k");
+    assert!(out.status.success(), "{out:?}");
+    let got = results(&out);
+    assert_eq!(got[..2], ["2048 100 100", "1032 100 100"], "{got:?}");
+    // The 512 B bin keeps at least 17 of the 100 freed (it flushes 16 of 32 when full).
+    let cached: Vec<u64> = got[2].split(' ').map(|v| v.parse().unwrap()).collect();
+    assert!(cached[2] < 100, "512 B cached: {got:?}");
 }
 
 #[test]
