@@ -45,7 +45,7 @@ pub struct Slab {
 
 linked!(Slab);
 
-/// `Slab::start_limit` for `nobjs` objects of `size` bytes. With `c = div_test` and
+/// `Slab::start_limit` for `nobjs` objects of `size` bytes, whose `div_test` is `c`. With
 /// `c * size = 2^64 + e` (`0 <= e < size`), an offset `k * size` gives `off * c = k * e`
 /// (mod 2^64, below 2^32 for offsets below 2^32), and any other offset at least `c`, which
 /// is above 2^32 for every size up to 2^32 (Lemire, Kaser and Kurz, 2019). So `nobjs * e`
@@ -57,8 +57,7 @@ linked!(Slab);
 /// `object_start_on_pages_is_bounded` checks every offset of every class's slab). A slab of
 /// fewer (the loom models') gets 0 there: no block passes, and `free` sends each to
 /// `free_slow`, whose check is bounded.
-const fn start_limit(size: usize, nobjs: usize, whole: bool) -> u64 {
-    let c = u64::MAX / size as u64 + 1;
+const fn start_limit(c: u64, size: usize, nobjs: usize, whole: bool) -> u64 {
     let e = c.wrapping_mul(size as u64);
     if e != 0 {
         nobjs as u64 * e
@@ -95,7 +94,8 @@ impl Slab {
         self.magic = magic;
         self.span = (nobjs * class_size(class)) as u32;
         self.div_test = u64::MAX / class_size(class) as u64 + 1;
-        self.start_limit = start_limit(class_size(class), nobjs, nobjs == most as usize);
+        let whole = nobjs == most as usize;
+        self.start_limit = start_limit(self.div_test, class_size(class), nobjs, whole);
         self.size_min = class_min_size(class) as u64;
         self.size_range = (class_size(class) + 1 - class_min_size(class)) as u64;
         self.nfree = nobjs as u32;
