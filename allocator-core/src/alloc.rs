@@ -5,7 +5,7 @@
 //! walk, the check that the pointer starts an object and the slab's arena compared with the
 //! thread's (free: another arena's block goes to the remote-free buffer), one bounds check on
 //! the cache bin, and a pop or push, with one branch to a `*_slow` function.
-//! `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 88 instructions per C
+//! `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 77 instructions per C
 //! `malloc` + `free` pair preloaded (the same at each size; the C wrappers
 //! and the benchmark's loop included; jemalloc 79.5–87.7, mimalloc 54.6–131.4): see
 //! docs/benchmarks.md, issue 13.
@@ -13,10 +13,11 @@
 //! These functions return null on failure and never touch `errno`; `c_api` adds C semantics.
 
 use crate::arena::{self, Owner};
-use crate::chunk::{PAGE_CLASS_SHIFT, PAGE_KIND, PAGE_LARGE, PAGE_PAYLOAD, PAGE_SLAB};
+use crate::chunk::{page_chunk_of_entry, PAGE_CLASS_SHIFT, PAGE_KIND, PAGE_LARGE};
 use crate::diag;
-use crate::pagemap::{Pagemap, PAGEMAP, TAG_MASK, TAG_PAGES};
+use crate::pagemap::{Pagemap, PAGEMAP};
 use crate::size_class::*;
+use crate::slab::slab_of_word;
 use crate::tcache::FAST_MAX;
 use crate::thread;
 use core::ptr::{self, null_mut};
@@ -84,8 +85,9 @@ pub fn cache_hit(size: usize) -> Result<*mut u8, Miss> {
     let bin = &mut t.bins[class];
     if bin.count > 0 {
         bin.count -= 1;
-        // SAFETY: items[count] is a cached pointer (count was above it).
-        return Ok(unsafe { *bin.items.add(bin.count as usize) });
+        // SAFETY: items[class][count] is a cached pointer (count was above it); class is in
+        // bounds (tested above).
+        return Ok(unsafe { *t.items.get_unchecked(class).add(bin.count as usize) });
     }
     Err(Miss::Empty(class as u32))
 }
@@ -281,8 +283,9 @@ fn cache_take(t: &mut crate::tcache::Tcache, class: usize, align: usize) -> Opti
     }
     if bin.count > 0 {
         bin.count -= 1;
-        // SAFETY: items[count] is a cached pointer (count was above it).
-        return Some(unsafe { *bin.items.add(bin.count as usize) });
+        // SAFETY: items[class][count] is a cached pointer (count was above it); class is in
+        // bounds (`get_mut` above).
+        return Some(unsafe { *t.items.get_unchecked(class).add(bin.count as usize) });
     }
     Some(t.alloc_slow(class))
 }
@@ -385,41 +388,37 @@ pub unsafe fn free(p: *mut u8) {
     let addr = p as usize;
     // The alignment and the pagemap's range in one test.
     if !tc.is_null() && addr & (7 | Pagemap::ADDR_HIGH) == 0 {
-        let entry = PAGEMAP.get_in_range(addr);
-        if entry & TAG_MASK == TAG_PAGES {
-            let pc = (entry & !TAG_MASK) as *const crate::chunk::PageChunk;
+        if let Some(pc) = page_chunk_of_entry(PAGEMAP.get_in_range(addr)) {
             // The address's bits below the chunk: no load of the chunk's base.
             let page = crate::owner::page_index(addr);
             // SAFETY: a TAG_PAGES entry points at its chunk's live page map.
             debug_assert_eq!(page, unsafe { (*pc).page_of(addr) });
             // SAFETY: as above; `page < CHUNK_PAGES`, the page map's length.
             let word = unsafe { *(*pc).page_map.get_unchecked(page) };
-            let kind = word & PAGE_KIND;
-            let start = if kind == PAGE_SLAB {
+            let (start, class) = if let Some(slab) = slab_of_word(word) {
                 // A pointer inside an object must not reach the cache (the next malloc would
                 // hand out memory overlapping a live block): it goes to `free_slow`, which
-                // aborts naming it. The slab is the word's payload.
-                let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *mut crate::slab::Slab;
+                // aborts naming it.
                 // SAFETY: a slab page's word names the live slab holding the page.
                 let s = unsafe { &*slab };
                 let start = s.is_object_start_on_pages(addr);
                 debug_assert_eq!(start, s.is_object_start(addr));
+                let class = s.class as usize;
                 // A block of another arena's slab (allocated by another thread) goes home
                 // through the remote-free buffer, never to this thread's cache.
                 // SAFETY: the thread's own live cache.
                 if start && !s.belongs_to(unsafe { (*tc).home_arena }) {
-                    let class = (word >> PAGE_CLASS_SHIFT) as usize;
-                    // SAFETY: as above; `slab` holds `p`, an object start; a slab page's
-                    // word carries its slab's class.
+                    // SAFETY: as above; `slab` holds `p`, an object start, of its class.
                     return unsafe { (*tc).free_remote(p, slab, class) };
                 }
-                start
+                (start, class)
             } else {
-                kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0
+                let start = word & PAGE_KIND == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0;
+                (start, (word >> PAGE_CLASS_SHIFT) as usize)
             };
             if start {
-                let class = (word >> PAGE_CLASS_SHIFT) as usize;
-                // SAFETY: the thread's own live cache; class < HUGE_FIRST == NBINS.
+                // SAFETY: the thread's own live cache; class < HUGE_FIRST == NBINS (a slab's
+                // class is small, a large head word's class large).
                 if unsafe { cache_push(tc, class, p) } {
                     return;
                 }
@@ -455,49 +454,48 @@ unsafe fn free_cached(p: *mut u8, size: usize) -> bool {
     // object start (class sizes are multiples of 8) and no page start. The cache is tested
     // after the lookup: tested first, LLVM merged the two tests with `setcc` (2 more
     // instructions).
-    let entry = PAGEMAP.get(addr);
-    if entry & TAG_MASK != TAG_PAGES || tc.is_null() {
+    let Some(pc) = page_chunk_of_entry(PAGEMAP.get(addr)) else {
+        return false;
+    };
+    if tc.is_null() {
         return false;
     }
-    let pc = (entry & !TAG_MASK) as *const crate::chunk::PageChunk;
     // The address's bits below the chunk: no load of the chunk's base.
     let page = crate::owner::page_index(addr);
     // SAFETY: a TAG_PAGES entry points at its chunk's live page map.
     debug_assert_eq!(page, unsafe { (*pc).page_of(addr) });
     // SAFETY: as above; `page < CHUNK_PAGES`, the page map's length.
     let word = unsafe { *(*pc).page_map.get_unchecked(page) };
-    let kind = word & PAGE_KIND;
-    let start = if kind == PAGE_SLAB {
-        // A pointer inside an object must not reach the cache (see `free`). The slab is the
-        // word's payload.
-        let slab = (word & PAGE_PAYLOAD & !PAGE_KIND) as *mut crate::slab::Slab;
+    let (start, class) = if let Some(slab) = slab_of_word(word) {
+        // A pointer inside an object must not reach the cache (see `free`).
         // SAFETY: a slab page's word names the live slab holding the page.
         let s = unsafe { &*slab };
         let start = s.holds_size(size) && s.is_object_start_on_pages(addr);
         debug_assert!(!start || s.is_object_start(addr));
+        let class = s.class as usize;
         // A block of another arena's slab goes home through the remote-free buffer, as in
         // `free`.
         // SAFETY: the thread's own live cache.
         if start && !s.belongs_to(unsafe { (*tc).home_arena }) {
-            // SAFETY: as above; `slab` holds `p`, an object start, and the class is the slab
-            // page word's, its slab's class.
-            unsafe { (*tc).free_remote(p, slab, (word >> PAGE_CLASS_SHIFT) as usize) };
+            // SAFETY: as above; `slab` holds `p`, an object start, of its class.
+            unsafe { (*tc).free_remote(p, slab, class) };
             return true;
         }
-        start
+        (start, class)
     } else {
         // Laid out after the slab case, as in `free` (LLVM put the large test first, 2 more
         // instructions per small pair).
         cold_path();
-        kind == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0 && {
-            let (min, range) = LARGE_SIZES[(word >> PAGE_CLASS_SHIFT) as usize & 0xff];
+        let class = (word >> PAGE_CLASS_SHIFT) as usize;
+        let start = word & PAGE_KIND == PAGE_LARGE && addr & (crate::os::PAGE - 1) == 0 && {
+            let (min, range) = LARGE_SIZES[class & 0xff];
             (size as u64).wrapping_sub(min) < range
-        }
+        };
+        (start, class)
     };
     if !start {
         return false;
     }
-    let class = (word >> PAGE_CLASS_SHIFT) as usize;
     // SAFETY: the thread's own live cache; class < HUGE_FIRST == NBINS for slab and large
     // page words.
     if unsafe { !cache_push(tc, class, p) } {
@@ -562,13 +560,14 @@ unsafe fn cache_push(tc: *mut crate::tcache::Tcache, class: usize, p: *mut u8) -
     if n >= bin.cap as usize {
         return false;
     }
-    // SAFETY: n < cap, inside the bin's stack; `items[-1]` (n = 0) is the stack's null slot
-    // (`TBin::items`), which no block equals.
+    // SAFETY: class < NBINS (the contract); n < cap, inside the bin's stack; `items[-1]`
+    // (n = 0) is the stack's null slot (`Tcache::items`), which no block equals.
     unsafe {
-        if *bin.items.add(n).sub(1) == p {
+        let items = *(*tc).items.get_unchecked(class);
+        if *items.add(n).sub(1) == p {
             diag::fatal_ptr("double free of", p);
         }
-        *bin.items.add(n) = p;
+        *items.add(n) = p;
     }
     bin.count += 1;
     true
@@ -625,9 +624,7 @@ pub unsafe fn free_layout(p: *mut u8, size: usize, align: usize) {
 #[inline(never)]
 unsafe fn free_layout_miss(tc: *mut crate::tcache::Tcache, p: *mut u8, size: usize) {
     let addr = p as usize;
-    let entry = PAGEMAP.get(addr);
-    if entry & TAG_MASK == TAG_PAGES {
-        let pc = (entry & !TAG_MASK) as *const crate::chunk::PageChunk;
+    if let Some(pc) = page_chunk_of_entry(PAGEMAP.get(addr)) {
         // SAFETY: a TAG_PAGES entry points at its chunk's live `PageChunk`; `tc` per the
         // contract.
         if unsafe { (*pc).arena == (*tc).home_arena } {

@@ -15,6 +15,7 @@
 use crate::bitmap::{Bitmap, Fit};
 use crate::list::linked;
 use crate::os;
+use crate::pagemap::{TAG_MASK, TAG_PAGES};
 use crate::size_class::{CHUNK, CHUNK_PAGES, LG_CHUNK};
 use crate::sync::{AtomicU64, ForkLock, Mutex, Ordering};
 
@@ -62,9 +63,12 @@ pub struct Extent {
 
 linked!(Extent);
 
-/// Page-map words (`PageChunk::page_map`): `0` free; a slab page is `slab_ptr | PAGE_SLAB`; a
-/// large run's first page `npages << 3 | PAGE_LARGE`, its other pages
-/// `offset << 3 | PAGE_INTERIOR`. Slab and large head words carry the size class in bits 56..64.
+/// Page-map words (`PageChunk::page_map`): `0` free; a slab page is `slab_ptr | PAGE_SLAB`
+/// (the class is the descriptor's, `Slab::class`); a large run's first page
+/// `npages << 3 | PAGE_LARGE` with the size class in bits 56..64, its other pages
+/// `offset << 3 | PAGE_INTERIOR`. A slab word is its descriptor's address plus one, with
+/// nothing else in it, so `free` tests the kind and has the descriptor in one subtraction and
+/// one test (`slab::slab_of_word`).
 pub const PAGE_SLAB: u64 = 1;
 pub const PAGE_LARGE: u64 = 2;
 pub const PAGE_INTERIOR: u64 = 3;
@@ -297,6 +301,20 @@ impl PageChunk {
     }
 }
 
+/// The page chunk a pagemap entry names, when it is a `TAG_PAGES` entry; `None` for any
+/// other. The entry less `TAG_PAGES` has its tag bits clear only for a page chunk's (0 and an
+/// extent's leave some set): one subtraction and one test, and the pointer needs no mask
+/// (`free`'s lookup; docs/benchmarks.md, Session 13).
+#[inline(always)]
+pub fn page_chunk_of_entry(entry: usize) -> Option<*const PageChunk> {
+    let pc = entry.wrapping_sub(TAG_PAGES);
+    if pc & TAG_MASK == 0 {
+        Some(pc as *const PageChunk)
+    } else {
+        None
+    }
+}
+
 /// Under `check:full`, the page runs taken or given back in a page chunk between two scans
 /// of its page map (`PageChunk::check_amortised`).
 pub const PAGE_SCAN_EVERY: u32 = 16;
@@ -429,5 +447,21 @@ mod tests {
         let huge = S.take(600, 1, &mut left);
         assert!(!huge.is_null());
         assert_eq!(huge as usize % CHUNK, 0);
+    }
+
+    /// `page_chunk_of_entry` names the page chunk of a `TAG_PAGES` entry and nothing for an
+    /// empty entry, an extent's, or any other tag: `free` trusts it with no other test.
+    #[test]
+    fn only_a_pages_entry_names_a_page_chunk() {
+        use crate::pagemap::TAG_EXTENT;
+        assert_eq!(page_chunk_of_entry(0), None);
+        for pc in [0x1000usize, 0x7fff_ffff_f000, 0x4_0040] {
+            let got = page_chunk_of_entry(pc | TAG_PAGES);
+            assert_eq!(got, Some(pc as *const PageChunk));
+            assert_eq!(page_chunk_of_entry(pc | TAG_EXTENT), None);
+            for tag in 0..8 {
+                assert_eq!(page_chunk_of_entry(pc | tag).is_some(), tag == TAG_PAGES);
+            }
+        }
     }
 }

@@ -9,7 +9,7 @@ use crate::diag;
 use crate::os;
 use crate::pagemap::{PAGEMAP, TAG_EXTENT, TAG_MASK, TAG_PAGES};
 use crate::size_class::{CHUNK, CHUNK_PAGES};
-use crate::slab::Slab;
+use crate::slab::{slab_of_word, Slab};
 
 /// What a pointer is, from the pagemap alone.
 pub enum Owner {
@@ -40,17 +40,20 @@ pub fn owner_of(p: *mut u8) -> Owner {
             // SAFETY: a TAG_PAGES entry always points at the live PageChunk of its chunk;
             // `page < CHUNK_PAGES`, the page map's length.
             let word = unsafe { *(*pc).page_map.get_unchecked(page) };
-            let class = (word >> PAGE_CLASS_SHIFT) as usize;
-            match word & PAGE_KIND {
-                PAGE_SLAB => Owner::Small {
+            if let Some(slab) = slab_of_word(word) {
+                // SAFETY: a slab page's word names the live slab holding the page.
+                let class = unsafe { (*slab).class } as usize;
+                return Owner::Small {
                     chunk: pc,
-                    slab: (word & PAGE_PAYLOAD & !PAGE_KIND) as *mut Slab,
+                    slab,
                     class,
-                },
+                };
+            }
+            match word & PAGE_KIND {
                 PAGE_LARGE if addr & (os::PAGE - 1) == 0 => Owner::Large {
                     chunk: pc,
                     page,
-                    class,
+                    class: (word >> PAGE_CLASS_SHIFT) as usize,
                 },
                 _ => diag::fatal_ptr(
                     "free of a pointer hugealloc does not own (inside a page run or a free page):",
@@ -82,20 +85,22 @@ pub const fn page_index(addr: usize) -> usize {
 const _: () = assert!(CHUNK_PAGES.is_power_of_two() && CHUNK_PAGES << os::LG_PAGE == CHUNK);
 
 /// The slab holding `p`, which the caller says is of small class `class`, in one pagemap
-/// lookup (the chunk's entry, then the page's word: `slab | PAGE_SLAB` with the class on top);
+/// lookup (the chunk's entry, then the page's word: `slab | PAGE_SLAB`, the class the
+/// descriptor's);
 /// aborts naming the pointer when it is not a small block of that class (a flush's check of
 /// every block it returns).
 #[inline(always)]
 pub fn slab_of(p: *mut u8, class: usize) -> *mut Slab {
     let addr = p as usize;
-    let entry = PAGEMAP.get(addr);
-    if entry & TAG_MASK == TAG_PAGES {
-        let pc = (entry & !TAG_MASK) as *const PageChunk;
+    if let Some(pc) = page_chunk_of_entry(PAGEMAP.get(addr)) {
         // SAFETY: a TAG_PAGES entry points at the live PageChunk of its chunk; `page_index`
         // is below CHUNK_PAGES, the page map's length.
         let word = unsafe { *(*pc).page_map.get_unchecked(page_index(addr)) };
-        if word & PAGE_KIND == PAGE_SLAB && (word >> PAGE_CLASS_SHIFT) as usize == class {
-            return (word & PAGE_PAYLOAD & !PAGE_KIND) as *mut Slab;
+        if let Some(slab) = slab_of_word(word) {
+            // SAFETY: a slab page's word names the live slab holding the page.
+            if unsafe { (*slab).class } as usize == class {
+                return slab;
+            }
         }
     }
     slab_of_bad(p)

@@ -4,6 +4,7 @@
 //! bin's lock.
 
 use crate::bitmap::Bitmap;
+use crate::chunk::{PAGE_KIND, PAGE_SLAB};
 use crate::list::linked;
 use crate::size_class::{class_min_size, class_size, DIV_MAGIC, NSMALL, SLAB_MAX_OBJS, SLAB_OBJS};
 
@@ -44,6 +45,20 @@ pub struct Slab {
 }
 
 linked!(Slab);
+
+/// The slab a page-map word names, when it is a slab page's (`slab_ptr | PAGE_SLAB`); `None`
+/// for any other word. The word less `PAGE_SLAB` has its kind bits clear only for a slab
+/// page's (every other kind, and a free page's 0, leaves some set): one subtraction and one
+/// test, and the pointer needs no mask (`free`'s lookup; docs/benchmarks.md, Session 13).
+#[inline(always)]
+pub fn slab_of_word(word: u64) -> Option<*mut Slab> {
+    let slab = word.wrapping_sub(PAGE_SLAB);
+    if slab & PAGE_KIND == 0 {
+        Some(slab as *mut Slab)
+    } else {
+        None
+    }
+}
 
 /// `Slab::start_limit` for `nobjs` objects of `size` bytes, whose `div_test` is `c`. With
 /// `c * size = 2^64 + e` (`0 <= e < size`), an offset `k * size` gives `off * c = k * e`
@@ -328,6 +343,30 @@ fn give_failed(p: *mut u8, what: &'static str) -> Result<usize, (*mut u8, &'stat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `slab_of_word` names the descriptor of a slab page's word and nothing for every other
+    /// kind of word, whatever its payload or class byte: `free` trusts it with no other test.
+    #[test]
+    fn only_a_slab_pages_word_names_a_slab() {
+        use crate::chunk::{PAGE_CLASS_SHIFT, PAGE_INTERIOR, PAGE_LARGE, PAGE_PURGING};
+        for slab in [0x1000u64, 0x7fff_ffff_f040, 0xdead_bee8] {
+            assert_eq!(slab_of_word(slab | PAGE_SLAB), Some(slab as *mut Slab));
+        }
+        assert_eq!(slab_of_word(0), None, "a free page");
+        for kind in [PAGE_LARGE, PAGE_INTERIOR, PAGE_PURGING] {
+            for payload in [0u64, 1 << 3, 511 << 3, 0x10_0000 << 3] {
+                for class in [0u64, 37, 255] {
+                    let word = class << PAGE_CLASS_SHIFT | payload | kind;
+                    assert_eq!(slab_of_word(word), None, "{word:#x}");
+                }
+            }
+        }
+        // Every other value of the kind bits, with a pointer-like payload.
+        for kind in 0..8u64 {
+            let word = 0x5550_0000 | kind;
+            assert_eq!(slab_of_word(word).is_some(), kind == PAGE_SLAB, "{word:#x}");
+        }
+    }
 
     #[test]
     fn index_of_matches_division_for_every_class() {

@@ -60,15 +60,23 @@ pub const GROW_WITHIN: u32 = 8;
 /// capacities (`Tcache::grown_bytes`).
 pub const GROW_THREAD_BYTES: usize = 1 << 20;
 
+/// A bin's count and capacity: the fast paths' part of a bin, 8 bytes, in an array of their
+/// own (`Tcache::bins`), with the stacks' addresses in another (`Tcache::items`) and the rest in
+/// a third (`Tcache::info`): each access is one instruction whose address the class indexes
+/// directly (a 40-byte bin with all three cost a multiply by five and the bin's address
+/// computed into a register, 3 instructions per `malloc` and per `free`; callgrind per
+/// preloaded pair, docs/benchmarks.md, Session 13).
 #[repr(C)]
+#[derive(Clone, Copy, Default)]
 pub struct TBin {
-    /// `items[0..count]` are cached pointers; the top is `items[count - 1]`. `items[-1]` is a
-    /// null slot no push writes, so `free`'s compare of a pointer with the top needs no test
-    /// of an empty bin (`alloc::cache_push`).
-    pub items: *mut *mut u8,
     pub count: u32,
-    /// The capacity now: `base` or, grown, up to `grow_max(class, base)`.
+    /// The capacity now: `info.base` or, grown, up to `grow_max(class, base)`.
     pub cap: u32,
+}
+
+/// The rest of a bin's state: its capacity's history and its GC marks.
+#[derive(Clone, Copy, Default)]
+pub struct BinInfo {
     /// The capacity the bin starts with (`bin_cap`); a refill takes half of it.
     pub base: u16,
     /// Slots of the bin's own stack storage (0: its stack is in the cache's block, of `base`
@@ -90,6 +98,11 @@ pub struct TBin {
     pub last_count: u32,
 }
 
+const _: () = assert!(
+    core::mem::size_of::<TBin>() == 8,
+    "the fast paths scale the class by 8"
+);
+
 /// Sizes up to this go through the class lookup table on the fast paths (`alloc`).
 pub const FAST_MAX: usize = 4096;
 
@@ -104,7 +117,9 @@ pub static PROFILING: crate::sync::plain::AtomicBool = crate::sync::plain::Atomi
 /// bins (1.4 KiB further) each pair touched one more line. The bins follow at offset 16, which
 /// the x86 addressing modes fold into each access (no extra instruction). `free` compares
 /// `home_arena` with the block's slab's arena and Rust's `dealloc` the block's chunk with
-/// `home_chunk`, so both sit in the first line too (the bins then start at offset 32).
+/// `home_chunk`, so both sit in the first line too (the bins then start at offset 32). Each
+/// bin is three arrays indexed by class: `bins` (count and capacity), `items` (the stack) and
+/// `info` (the rest, which the fast paths never read).
 #[repr(C, align(64))]
 pub struct Tcache {
     /// Bytes to allocate before the next heap-profiling sample (`prof`); `u64::MAX` (never
@@ -122,6 +137,11 @@ pub struct Tcache {
     /// that chunk without a pagemap walk, and walks it for any other block.
     pub home_chunk: usize,
     pub bins: [TBin; NBINS],
+    /// Per bin, its stack: `items[c][0..count]` are cached pointers, the top is
+    /// `items[c][count - 1]`. `items[c][-1]` is a null slot no push writes, so `free`'s compare
+    /// of a pointer with the top needs no test of an empty bin (`alloc::cache_push`).
+    pub items: [*mut *mut u8; NBINS],
+    pub info: [BinInfo; NBINS],
     // ---- the rest of heap profiling's fields.
     /// The sampling generator's state (0: not seeded yet).
     pub prof_rng: u64,
@@ -144,7 +164,7 @@ pub struct Tcache {
     grow_slots: usize,
     gc_ticks: u32,
     /// Slow-path events so far (refills and overflows; wraps, never 0): the clock of
-    /// `TBin::overflow_at`.
+    /// `BinInfo::overflow_at`.
     events: u32,
     gc_next: u32,
 }
@@ -183,7 +203,7 @@ pub const fn grow_max(class: usize, base: usize, slots: usize) -> usize {
         base
     }
 }
-// `TBin::base` and `TBin::own_slots` are 16 bits.
+// `BinInfo::base` and `BinInfo::own_slots` are 16 bits.
 const _: () = assert!(CAP_MAX <= u16::MAX as usize);
 const _: () = assert!(crate::config::TCACHE_SLOTS_LIMIT <= u16::MAX as usize);
 
@@ -193,12 +213,26 @@ const _: () = assert!(crate::config::TCACHE_SLOTS_LIMIT <= u16::MAX as usize);
 fn bin_mut(bins: &mut [TBin; NBINS], class: usize) -> &mut TBin {
     match bins.get_mut(class) {
         Some(bin) => bin,
-        None => crate::diag::fatal_index(
-            "a thread cache bin of a class past the cached ones",
-            class,
-            NBINS,
-        ),
+        None => bad_class(class),
     }
+}
+
+/// `bin_mut` for the bin's `BinInfo`.
+#[inline]
+fn info_mut(info: &mut [BinInfo; NBINS], class: usize) -> &mut BinInfo {
+    match info.get_mut(class) {
+        Some(i) => i,
+        None => bad_class(class),
+    }
+}
+
+#[cold]
+fn bad_class(class: usize) -> ! {
+    crate::diag::fatal_index(
+        "a thread cache bin of a class past the cached ones",
+        class,
+        NBINS,
+    )
 }
 
 impl Tcache {
@@ -208,7 +242,7 @@ impl Tcache {
         let header = core::mem::size_of::<Tcache>();
         let mut slots = 0;
         for c in 0..NBINS {
-            // A bin's stack and the null slot before it (`TBin::items`).
+            // A bin's stack and the null slot before it (`Tcache::items`).
             slots += bin_cap(c, tcache_max) + 1;
         }
         let bytes = header + slots * core::mem::size_of::<*mut u8>();
@@ -230,22 +264,19 @@ impl Tcache {
             t.block_bytes = bytes;
             t.grow_slots = grow_slots.min(crate::config::TCACHE_SLOTS_LIMIT);
             let mut items = (tc as *mut u8).add(header) as *mut *mut u8;
-            for (c, bin) in t.bins.iter_mut().enumerate() {
+            for c in 0..NBINS {
                 let cap = bin_cap(c, tcache_max);
                 // The null slot before the stack: zeroed memory already, written for clarity.
                 items.write(null_mut());
                 items = items.add(1);
-                *bin = TBin {
-                    items,
+                t.bins[c] = TBin {
                     count: 0,
                     cap: cap as u32,
+                };
+                t.items[c] = items;
+                t.info[c] = BinInfo {
                     base: cap as u16,
-                    own_slots: 0,
-                    busy: false,
-                    overflow_at: 0,
-                    refilled: false,
-                    idle_visits: 0,
-                    last_count: 0,
+                    ..BinInfo::default()
                 };
                 items = items.add(cap);
             }
@@ -262,13 +293,10 @@ impl Tcache {
         unsafe {
             let t = &mut *tc;
             t.flush_all();
-            for bin in &t.bins {
-                if bin.own_slots > 0 {
+            for (info, &items) in t.info.iter().zip(&t.items) {
+                if info.own_slots > 0 {
                     // The stack and the null slot before it (`grow`).
-                    BASE.free(
-                        bin.items.sub(1) as *mut u8,
-                        own_bytes(bin.own_slots as usize),
-                    );
+                    BASE.free(items.sub(1) as *mut u8, own_bytes(info.own_slots as usize));
                 }
             }
             let storage = t.remote.detach();
@@ -285,34 +313,37 @@ impl Tcache {
     pub fn alloc_slow(&mut self, class: usize) -> *mut u8 {
         self.check();
         self.gc_tick();
-        let bin = bin_mut(&mut self.bins, class);
-        let at = bin.overflow_at;
+        let info = info_mut(&mut self.info, class);
+        let at = info.overflow_at;
         // The cheap tests first: a refill of a bin that cannot grow pays two compares.
         if at != 0
-            && bin.base as usize >= GROW_BASE_MIN
+            && info.base as usize >= GROW_BASE_MIN
             && self.events.wrapping_sub(at) <= GROW_WITHIN
         {
             self.grow(class);
         }
+        let info = info_mut(&mut self.info, class);
+        info.busy = true;
+        info.overflow_at = 0;
+        info.refilled = true;
+        let base = info.base as usize;
+        let items = self.items[class];
         let bin = bin_mut(&mut self.bins, class);
-        bin.busy = true;
-        bin.overflow_at = 0;
-        bin.refilled = true;
         // SAFETY: the arena outlives every thread bound to it (arenas are never destroyed).
         let arena = unsafe { &*self.arena };
         if is_small(class) {
             // Half the base capacity, whatever the bin grew to: a refill brings what the
             // next few allocations need, not what the bin could hold.
-            let want = (bin.base as usize / 2).max(1);
+            let want = (base / 2).max(1);
             // SAFETY: items has room for cap >= want pointers and the bin is empty.
-            let out = unsafe { core::slice::from_raw_parts_mut(bin.items, want) };
+            let out = unsafe { core::slice::from_raw_parts_mut(items, want) };
             let n = arena.bin_fill(class, out);
             if n == 0 {
                 return null_mut();
             }
             bin.count = n as u32 - 1;
             // SAFETY: index n - 1 was just filled.
-            return unsafe { *bin.items.add(n - 1) };
+            return unsafe { *items.add(n - 1) };
         }
         // Large classes are cached only on free; allocation goes to the arena.
         arena.large_alloc(class, 1, false)
@@ -322,12 +353,13 @@ impl Tcache {
     /// full bin first: the push of the debug modes' path (the fast path has its own, in
     /// `alloc`).
     pub fn push(&mut self, class: usize, p: *mut u8) {
+        let items = self.items[class];
         let bin = bin_mut(&mut self.bins, class);
         if bin.count >= bin.cap {
             return self.free_slow(class, p);
         }
         // SAFETY: count < cap: inside the bin's stack.
-        unsafe { *bin.items.add(bin.count as usize) = p };
+        unsafe { *items.add(bin.count as usize) = p };
         bin.count += 1;
     }
 
@@ -338,11 +370,12 @@ impl Tcache {
         self.check();
         self.gc_tick();
         let events = self.events;
-        let bin = bin_mut(&mut self.bins, class);
-        bin.busy = true;
-        bin.overflow_at = events;
-        let half = (bin.cap as usize).div_ceil(2);
+        let info = info_mut(&mut self.info, class);
+        info.busy = true;
+        info.overflow_at = events;
+        let half = (bin_mut(&mut self.bins, class).cap as usize).div_ceil(2);
         self.flush_bin(class, half);
+        let items = self.items[class];
         let bin = bin_mut(&mut self.bins, class);
         if bin.count >= bin.cap {
             // Only a bin of capacity 0 stays full; callers never cache into one.
@@ -353,7 +386,7 @@ impl Tcache {
             );
         }
         // SAFETY: count < cap: inside the bin's stack.
-        unsafe { *bin.items.add(bin.count as usize) = p };
+        unsafe { *items.add(bin.count as usize) = p };
         bin.count += 1;
     }
 
@@ -365,14 +398,15 @@ impl Tcache {
     fn grow(&mut self, class: usize) {
         let size = class_size(class);
         let grown = self.grown_bytes;
+        let info = info_mut(&mut self.info, class);
         let bin = bin_mut(&mut self.bins, class);
-        let base = bin.base as usize;
+        let base = info.base as usize;
         let (cap, most) = (bin.cap as usize, grow_max(class, base, self.grow_slots));
         let new = (cap * 2).min(most);
         if new <= cap || grown + (new - cap) * size > GROW_THREAD_BYTES {
             return;
         }
-        if bin.own_slots == 0 {
+        if info.own_slots == 0 {
             let storage = BASE.alloc(own_bytes(most)) as *mut *mut u8;
             if storage.is_null() {
                 crate::diag::warn_once(
@@ -383,14 +417,14 @@ impl Tcache {
                 return;
             }
             // SAFETY: fresh zeroed base memory of `most + 1` slots: slot 0 is the null slot
-            // before the stack (`TBin::items`), the stack follows; the old stack's `count`
+            // before the stack (`Tcache::items`), the stack follows; the old stack's `count`
             // pointers are initialised and `count <= cap < new <= most`.
             unsafe {
                 let items = storage.add(1);
-                core::ptr::copy_nonoverlapping(bin.items, items, bin.count as usize);
-                bin.items = items;
+                core::ptr::copy_nonoverlapping(self.items[class], items, bin.count as usize);
+                self.items[class] = items;
             }
-            bin.own_slots = most as u16;
+            info.own_slots = most as u16;
         }
         bin.cap = new as u32;
         self.grown_bytes = grown + (new - cap) * size;
@@ -399,8 +433,9 @@ impl Tcache {
     /// Halves the capacity of bin `class` towards its base (two GC visits in a row found it
     /// idle), flushing the oldest blocks past the new capacity.
     fn shrink(&mut self, class: usize) {
+        let base = info_mut(&mut self.info, class).base as usize;
         let bin = bin_mut(&mut self.bins, class);
-        let (cap, base) = (bin.cap as usize, bin.base as usize);
+        let cap = bin.cap as usize;
         if cap <= base {
             return;
         }
@@ -413,6 +448,7 @@ impl Tcache {
 
     /// Returns the oldest `n` pointers of bin `class` to their arenas.
     pub fn flush_bin(&mut self, class: usize, n: usize) {
+        let items = self.items[class];
         let bin = bin_mut(&mut self.bins, class);
         let count = bin.count as usize;
         let n = n.min(count);
@@ -420,11 +456,11 @@ impl Tcache {
             return;
         }
         // SAFETY: items[0..count] are initialised cached pointers and n <= count.
-        let old = unsafe { core::slice::from_raw_parts_mut(bin.items, n) };
+        let old = unsafe { core::slice::from_raw_parts_mut(items, n) };
         // SAFETY: the arena outlives every thread bound to it (arenas are never destroyed).
         flush_items(unsafe { &*self.arena }, class, old);
         // SAFETY: n <= count: moves items[n..count] down to 0 (the ranges may overlap).
-        unsafe { core::ptr::copy(bin.items.add(n), bin.items, count - n) };
+        unsafe { core::ptr::copy(items.add(n), items, count - n) };
         bin.count -= n as u32;
     }
 
@@ -549,30 +585,32 @@ impl Tcache {
         for _ in 0..NBINS {
             let c = self.gc_next as usize;
             self.gc_next = (self.gc_next + 1) % NBINS as u32;
-            let bin = bin_mut(&mut self.bins, c);
-            let refilled = core::mem::replace(&mut bin.refilled, false);
-            let moved = bin.count != bin.last_count;
-            if bin.cap > bin.base as u32 {
+            let bin = *bin_mut(&mut self.bins, c);
+            let info = info_mut(&mut self.info, c);
+            let refilled = core::mem::replace(&mut info.refilled, false);
+            let moved = bin.count != info.last_count;
+            if bin.cap > info.base as u32 {
                 if refilled || moved {
-                    bin.idle_visits = 0;
+                    info.idle_visits = 0;
                 } else {
-                    bin.idle_visits = bin.idle_visits.saturating_add(1);
-                    if bin.idle_visits >= 2 {
-                        bin.idle_visits = 0;
+                    info.idle_visits = info.idle_visits.saturating_add(1);
+                    if info.idle_visits >= 2 {
+                        info.idle_visits = 0;
                         self.shrink(c);
                     }
                 }
             }
-            let bin = bin_mut(&mut self.bins, c);
-            let held = bin.count > 0;
-            if held && !bin.busy {
-                let half = (bin.count as usize).div_ceil(2);
+            let count = bin_mut(&mut self.bins, c).count;
+            let held = count > 0;
+            if held && !info_mut(&mut self.info, c).busy {
+                let half = (count as usize).div_ceil(2);
                 self.flush_bin(c, half);
             }
-            let bin = bin_mut(&mut self.bins, c);
-            bin.busy = false;
+            let count = bin_mut(&mut self.bins, c).count;
+            let info = info_mut(&mut self.info, c);
+            info.busy = false;
             // The count this visit leaves, its own flushes done: the next visit compares.
-            bin.last_count = bin.count;
+            info.last_count = count;
             if held {
                 break;
             }
@@ -592,17 +630,17 @@ impl Tcache {
     #[inline(never)]
     fn scan(&self) {
         let mut grown = 0;
-        for (c, b) in self.bins.iter().enumerate() {
+        for (c, (b, i)) in self.bins.iter().zip(&self.info).enumerate() {
             crate::diag::invariant(
                 b.count <= b.cap,
                 "a thread cache bin holds more than its capacity",
             );
             crate::diag::invariant(
-                b.cap as usize <= grow_max(c, b.base as usize, self.grow_slots)
-                    && (b.cap == b.base as u32 || b.cap <= b.own_slots as u32),
+                b.cap as usize <= grow_max(c, i.base as usize, self.grow_slots)
+                    && (b.cap == i.base as u32 || b.cap <= i.own_slots as u32),
                 "a thread cache bin's capacity exceeds its storage",
             );
-            grown += (b.cap as usize - b.base as usize) * class_size(c);
+            grown += (b.cap as usize - i.base as usize) * class_size(c);
         }
         crate::diag::invariant(
             grown == self.grown_bytes && grown <= GROW_THREAD_BYTES,
@@ -747,8 +785,8 @@ mod tests {
             return t.alloc_slow(class);
         }
         bin.count -= 1;
-        // SAFETY: items[count] is a cached pointer (count was above it).
-        unsafe { *bin.items.add(bin.count as usize) }
+        // SAFETY: items[class][count] is a cached pointer (count was above it).
+        unsafe { *t.items[class].add(bin.count as usize) }
     }
 
     /// `rounds` times: `n` blocks of `class` allocated, then freed in the same order.
@@ -768,11 +806,11 @@ mod tests {
     /// The `check` invariants of a cache's capacities, asserted whatever `check:full` says.
     fn assert_capacities(t: &Tcache) {
         let mut grown = 0;
-        for (c, b) in t.bins.iter().enumerate() {
+        for (c, (b, i)) in t.bins.iter().zip(&t.info).enumerate() {
             assert!(b.count <= b.cap, "class {c}");
-            assert!(b.cap as usize <= grow_max(c, b.base as usize, t.grow_slots));
-            assert!(b.cap == b.base as u32 || b.cap <= b.own_slots as u32);
-            grown += (b.cap as usize - b.base as usize) * class_size(c);
+            assert!(b.cap as usize <= grow_max(c, i.base as usize, t.grow_slots));
+            assert!(b.cap == i.base as u32 || b.cap <= i.own_slots as u32);
+            grown += (b.cap as usize - i.base as usize) * class_size(c);
         }
         assert_eq!(grown, t.grown_bytes);
         assert!(grown <= GROW_THREAD_BYTES);
@@ -838,7 +876,10 @@ mod tests {
             cap >= 1000 && (cap.is_power_of_two() || cap == most),
             "128 doubled to {cap}"
         );
-        assert_eq!(bin.own_slots as usize, grow_max(class, base, 2048));
+        assert_eq!(
+            t.info[class].own_slots as usize,
+            grow_max(class, base, 2048)
+        );
         assert_eq!(t.grown_bytes, (cap - base) * 16);
         assert_capacities(t);
         // Now a round runs from the cache alone.

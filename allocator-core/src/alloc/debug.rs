@@ -218,11 +218,11 @@ pub(super) fn free_debug_cached(owner: Owner, p: *mut u8, debug: u8) {
         free_debug(&owner, p, debug);
         return free_arena_plain(owner, p);
     };
-    let Some(bin) = t.bins.get(class) else {
+    let (Some(bin), Some(&items)) = (t.bins.get(class), t.items.get(class)) else {
         return;
     };
     // SAFETY: items[0..count] are the bin's cached pointers.
-    let cached = unsafe { core::slice::from_raw_parts(bin.items, bin.count as usize) };
+    let cached = unsafe { core::slice::from_raw_parts(items, bin.count as usize) };
     if cached.last() == Some(&p) {
         diag::fatal_ptr("double free of", p);
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::pagemap::TAG_MASK;
 use std::vec::Vec;
 
 fn fill(p: *mut u8, len: usize, seed: u8) {

@@ -480,7 +480,7 @@ impl Arena {
         unsafe {
             let pcr = &mut *pc;
             (*slab).init(pcr.addr + start * os::PAGE, class, self.index);
-            let word = (class as u64) << PAGE_CLASS_SHIFT | slab as u64 | PAGE_SLAB;
+            let word = slab as u64 | PAGE_SLAB;
             words(pcr, start, slab_pages(class)).fill(word);
         }
     }
