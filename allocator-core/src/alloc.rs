@@ -5,7 +5,7 @@
 //! walk, the check that the pointer starts an object and the slab's arena compared with the
 //! thread's (free: another arena's block goes to the remote-free buffer), one bounds check on
 //! the cache bin, and a pop or push, with one branch to a `*_slow` function.
-//! `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 77 instructions per C
+//! `allocator-bench/scripts/callgrind_fastpath.sh 16 256 1024` counts 76 instructions per C
 //! `malloc` + `free` pair preloaded (the same at each size; the C wrappers
 //! and the benchmark's loop included; jemalloc 79.5–87.7, mimalloc 54.6–131.4): see
 //! docs/benchmarks.md, issue 13.

@@ -74,8 +74,19 @@ pub fn malloc(size: usize) -> *mut c_void {
     // A hit is never null: only the misses' result needs the `errno` check.
     match alloc::cache_hit(size) {
         Ok(p) => p.cast(),
+        // Its own tail call, with no second argument: with one call for every miss, LLVM set
+        // the miss's discriminant before the first test, on the hit's path too.
+        Err(alloc::Miss::Uncounted) => malloc_uncounted(size),
         Err(miss) => malloc_miss(size, miss),
     }
+}
+
+/// `malloc`'s `Miss::Uncounted` (no cache yet, or a size past `tcache::FAST_MAX`): the generic
+/// path, with C's `errno` on failure.
+#[cold]
+#[inline(never)]
+fn malloc_uncounted(size: usize) -> *mut c_void {
+    checked(alloc::alloc_slow(size, 1, false))
 }
 
 /// `malloc`'s misses (`alloc::alloc_miss`), with C's `errno` on failure: out of line, so the
