@@ -307,12 +307,8 @@ impl PageChunk {
 /// (`free`'s lookup; docs/benchmarks.md, Session 13).
 #[inline(always)]
 pub fn page_chunk_of_entry(entry: usize) -> Option<*const PageChunk> {
-    let pc = entry.wrapping_sub(TAG_PAGES);
-    if pc & TAG_MASK == 0 {
-        Some(pc as *const PageChunk)
-    } else {
-        None
-    }
+    crate::bits::untag(entry as u64, TAG_PAGES as u64, TAG_MASK as u64)
+        .map(|pc| pc as usize as *const PageChunk)
 }
 
 /// Under `check:full`, the page runs taken or given back in a page chunk between two scans

@@ -52,12 +52,7 @@ linked!(Slab);
 /// test, and the pointer needs no mask (`free`'s lookup; docs/benchmarks.md, Session 13).
 #[inline(always)]
 pub fn slab_of_word(word: u64) -> Option<*mut Slab> {
-    let slab = word.wrapping_sub(PAGE_SLAB);
-    if slab & PAGE_KIND == 0 {
-        Some(slab as *mut Slab)
-    } else {
-        None
-    }
+    crate::bits::untag(word, PAGE_SLAB, PAGE_KIND).map(|slab| slab as usize as *mut Slab)
 }
 
 /// `Slab::start_limit` for `nobjs` objects of `size` bytes, whose `div_test` is `c`. With

@@ -353,8 +353,8 @@ impl Tcache {
     /// full bin first: the push of the debug modes' path (the fast path has its own, in
     /// `alloc`).
     pub fn push(&mut self, class: usize, p: *mut u8) {
-        let items = self.items[class];
         let bin = bin_mut(&mut self.bins, class);
+        let items = self.items[class];
         if bin.count >= bin.cap {
             return self.free_slow(class, p);
         }
@@ -448,8 +448,8 @@ impl Tcache {
 
     /// Returns the oldest `n` pointers of bin `class` to their arenas.
     pub fn flush_bin(&mut self, class: usize, n: usize) {
-        let items = self.items[class];
         let bin = bin_mut(&mut self.bins, class);
+        let items = self.items[class];
         let count = bin.count as usize;
         let n = n.min(count);
         if n == 0 {
