@@ -7,7 +7,8 @@
 
 use super::parse::{write_dec, Problem, Value};
 use super::{
-    OptionRow, Options, ARENA_HUGETLB_ROW, ARENA_ROW, ARENA_ROWS, ARENA_THP_MAX, OPTION_TABLE,
+    OptionRow, Options, ARENA_HUGETLB_ROW, ARENA_ROW, ARENA_ROWS, ARENA_THP_MAX, LETTERS_MAX,
+    OPTION_TABLE,
 };
 use crate::diag::Msg;
 use crate::os;
@@ -187,6 +188,21 @@ pub fn lookup(key: &[u8]) -> Result<(&'static OptionRow, usize), Problem> {
 }
 
 /// A small fixed buffer that drops what does not fit.
+/// Room for the longest option name `for_each_option` gives (a per-arena row's `<i>` becomes
+/// at most two digits: `ARENA_THP_MAX` is 64).
+const NAME_MAX: usize = 32;
+/// The longest value `Value::write` writes: a `Letters` value (the longest, `prof_prefix`'s
+/// `PROF_PREFIX_MAX`), or a number of at most 20 digits and a sign.
+const VALUE_MAX: usize = if LETTERS_MAX > 21 { LETTERS_MAX } else { 21 };
+const _: () = {
+    assert!(ARENA_THP_MAX <= 100);
+    let mut i = 0;
+    while i < super::ROWS.len() {
+        assert!(super::ROWS[i].name.len() <= NAME_MAX);
+        i += 1;
+    }
+};
+
 struct Buf<const N: usize> {
     bytes: [u8; N],
     len: usize,
@@ -228,7 +244,7 @@ pub fn for_each_option(opts: &Options, f: &mut dyn FnMut(&[u8], Value<'_>)) {
             if matches!(value, Value::ArenaThp(None) | Value::ArenaHugetlb(None)) {
                 continue;
             }
-            let mut name = Buf::<32>::new();
+            let mut name = Buf::<NAME_MAX>::new();
             name.push(b"arena.");
             write_dec(i as u64, &mut |b| name.push(b));
             name.push(suffix.as_bytes());
@@ -241,7 +257,10 @@ pub fn for_each_option(opts: &Options, f: &mut dyn FnMut(&[u8], Value<'_>)) {
 /// reads back: joined with commas, the pairs rebuild `opts` from `Options::DEFAULT`.
 pub fn write_options(opts: &Options, out: &mut dyn FnMut(&[u8])) {
     for_each_option(opts, &mut |name, value| {
-        let mut item = Buf::<96>::new();
+        // Room for the longest name, the colon and the longest value: a `prof_prefix` of
+        // `PROF_PREFIX_MAX` bytes (with 96 bytes, one past 84 was cut short, and the pair no
+        // longer read back to the same options: found by the `conf` fuzz target).
+        let mut item = Buf::<{ NAME_MAX + 1 + VALUE_MAX }>::new();
         item.push(name);
         item.push(b":");
         value.write(&mut |b| item.push(b));

@@ -942,6 +942,28 @@ fn write_options_of_the_defaults() {
     assert!(items.contains(&String::from("tcache_max:4097")));
 }
 
+/// The longest value (a `prof_prefix` of `PROF_PREFIX_MAX` bytes) is written whole, and reads
+/// back to the same options (with 96 bytes for `name:value`, 84 bytes of it were kept: found by
+/// the `conf` fuzz target).
+#[test]
+fn write_options_keeps_the_longest_values_whole() {
+    use crate::config::PROF_PREFIX_MAX;
+    let prefix = "p/".repeat(PROF_PREFIX_MAX / 2);
+    assert_eq!(prefix.len(), PROF_PREFIX_MAX);
+    let o = good(&std::format!(
+        "prof_prefix:{prefix},stats_print_opts:Jgmdablxehf,thp_threshold:9223372036854775807"
+    ));
+    assert_eq!(o.prof_prefix(), prefix.as_bytes());
+    let items = written(&o);
+    assert!(items.contains(&std::format!("prof_prefix:{prefix}")));
+    let mut again = Options::DEFAULT;
+    assert_eq!(
+        again.apply_with(items.join(",").as_bytes(), Source::Api, &mut |_| {}),
+        0
+    );
+    assert_eq!(again, o);
+}
+
 #[test]
 fn sizes_render_with_the_largest_exact_suffix() {
     for (v, text) in [
