@@ -16,8 +16,9 @@
 //! from a [`LeafSource`] with every entry 0 and is installed with a Release CAS; a reader's
 //! Acquire load of the root slot therefore sees either the empty leaf (null under loom) or a
 //! leaf whose initialisation happened before; a thread that loses the race gives its own leaf
-//! back and uses the winner's (Acquire on failure). The allocator's source is `os` (kernel-zeroed mappings); under loom
-//! the table is small (4 x 4 entries) and the model supplies heap leaves.
+//! back and uses the winner's (Acquire on failure). The allocator's source is `os`
+//! (kernel-zeroed mappings); under loom the table is small (4 x 4 entries) and the model
+//! supplies heap leaves.
 
 use crate::os;
 use crate::size_class::LG_CHUNK;

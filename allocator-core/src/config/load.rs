@@ -187,7 +187,6 @@ pub fn lookup(key: &[u8]) -> Result<(&'static OptionRow, usize), Problem> {
     Err(Problem::UnknownKey)
 }
 
-/// A small fixed buffer that drops what does not fit.
 /// Room for the longest option name `for_each_option` gives (a per-arena row's `<i>` becomes
 /// at most two digits: `ARENA_THP_MAX` is 64).
 const NAME_MAX: usize = 32;
@@ -203,6 +202,7 @@ const _: () = {
     }
 };
 
+/// A small fixed buffer that drops what does not fit.
 struct Buf<const N: usize> {
     bytes: [u8; N],
     len: usize,
