@@ -1505,7 +1505,7 @@ fn child_reserve_churn() {
             .map(|t| {
                 std::thread::spawn(move || {
                     let mut live: Vec<(usize, Layout, u8)> = Vec::new();
-                    let mut x = (round * 4 + t + 1) as u64 * 0x9e37_79b9_7f4a_7c15;
+                    let mut x = ((round * 4 + t + 1) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                     for i in 0..400usize {
                         x ^= x << 13;
                         x ^= x >> 7;
