@@ -403,7 +403,11 @@ pub unsafe fn free(p: *mut u8) {
                 let s = unsafe { &*slab };
                 let start = s.is_object_start_on_pages(addr);
                 debug_assert_eq!(start, s.is_object_start(addr));
-                let class = s.class as usize;
+                // The class from beside the word, not from the descriptor: the bin's address
+                // then waits for one load less (`PageChunk::page_class`).
+                // SAFETY: as for the word.
+                let class = unsafe { *(*pc).page_class.get_unchecked(page) } as usize;
+                debug_assert_eq!(class, s.class as usize);
                 // A block of another arena's slab (allocated by another thread) goes home
                 // through the remote-free buffer, never to this thread's cache.
                 // SAFETY: the thread's own live cache.
@@ -472,7 +476,10 @@ unsafe fn free_cached(p: *mut u8, size: usize) -> bool {
         let s = unsafe { &*slab };
         let start = s.holds_size(size) && s.is_object_start_on_pages(addr);
         debug_assert!(!start || s.is_object_start(addr));
-        let class = s.class as usize;
+        // From beside the word, as in `free`.
+        // SAFETY: as for the word.
+        let class = unsafe { *(*pc).page_class.get_unchecked(page) } as usize;
+        debug_assert_eq!(class, s.class as usize);
         // A block of another arena's slab goes home through the remote-free buffer, as in
         // `free`.
         // SAFETY: the thread's own live cache.

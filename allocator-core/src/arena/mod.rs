@@ -482,6 +482,10 @@ impl Arena {
             (*slab).init(pcr.addr + start * os::PAGE, class, self.index);
             let word = slab as u64 | PAGE_SLAB;
             words(pcr, start, slab_pages(class)).fill(word);
+            // `class < NSMALL` (`Slab::init` aborts on any other) fits the byte, and `words`
+            // checked the run.
+            let classes = pcr.page_class.get_mut(start..start + slab_pages(class));
+            classes.unwrap_or_default().fill(class as u8);
         }
     }
 
@@ -623,6 +627,10 @@ static SAME_PAGES: [u64; NSMALL] = {
     t
 };
 const _: () = assert!(NSMALL <= 64, "`Arena::kept` has a bit per small class");
+const _: () = assert!(
+    NSMALL <= 256,
+    "`PageChunk::page_class` holds a small class in a byte"
+);
 
 /// Page-map words `start..start + n` of `pc`; a run past the chunk (a corrupt descriptor)
 /// aborts.
