@@ -64,11 +64,11 @@ pub struct Extent {
 linked!(Extent);
 
 /// Page-map words (`PageChunk::page_map`): `0` free; a slab page is `slab_ptr | PAGE_SLAB`
-/// (the class is the descriptor's, `Slab::class`, repeated in `PageChunk::page_class`); a large run's first page
-/// `npages << 3 | PAGE_LARGE` with the size class in bits 56..64, its other pages
-/// `offset << 3 | PAGE_INTERIOR`. A slab word is its descriptor's address plus one, with
-/// nothing else in it, so `free` tests the kind and has the descriptor in one subtraction and
-/// one test (`slab::slab_of_word`).
+/// (the class is the descriptor's, `Slab::class`, repeated in `PageChunk::page_class`); a
+/// large run's first page `npages << 3 | PAGE_LARGE` with the size class in bits 56..64, its
+/// other pages `offset << 3 | PAGE_INTERIOR`. A slab word is its descriptor's address plus
+/// one, with nothing else in it, so `free` tests the kind and has the descriptor in one
+/// subtraction and one test (`slab::slab_of_word`).
 pub const PAGE_SLAB: u64 = 1;
 pub const PAGE_LARGE: u64 = 2;
 pub const PAGE_INTERIOR: u64 = 3;

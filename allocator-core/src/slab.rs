@@ -223,9 +223,9 @@ impl Slab {
     /// one pass. One bitmap store per run of pointers in the same bitmap word: a flush hands
     /// back objects in about the order a refill took them, so a run is usually a whole word.
     /// Per object a subtract, a bound compare, one widening multiply (`is_object_start`'s test
-    /// in its low half, the index in its high half), a shift and a bit test. Returns the first pointer that is not an object
-    /// start or is already free (here or earlier in the run), with what is wrong; the words
-    /// before its word were returned (the caller aborts).
+    /// in its low half, the index in its high half), a shift and a bit test. Returns the first
+    /// pointer that is not an object start or is already free (here or earlier in the run),
+    /// with what is wrong; the words before its word were returned (the caller aborts).
     #[inline]
     pub fn give_all(
         &mut self,
