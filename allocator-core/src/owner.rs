@@ -86,9 +86,8 @@ const _: () = assert!(CHUNK_PAGES.is_power_of_two() && CHUNK_PAGES << os::LG_PAG
 
 /// The slab holding `p`, which the caller says is of small class `class`, in one pagemap
 /// lookup (the chunk's entry, then the page's word: `slab | PAGE_SLAB`, the class the
-/// descriptor's);
-/// aborts naming the pointer when it is not a small block of that class (a flush's check of
-/// every block it returns).
+/// descriptor's); aborts naming the pointer when it is not a small block of that class (a
+/// flush's check of every block it returns).
 #[inline(always)]
 pub fn slab_of(p: *mut u8, class: usize) -> *mut Slab {
     let addr = p as usize;

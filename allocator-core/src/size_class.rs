@@ -197,18 +197,8 @@ pub static SLAB_OBJS: [u16; NSMALL] = {
     t
 };
 
-/// Per small class: `ceil(2^32 / size)`, so that `(off * DIV_MAGIC[c]) >> 32 == off / size`
-/// for every multiple `off` of the size inside a slab (the slab index without a divide).
-pub static DIV_MAGIC: [u32; NSMALL] = {
-    let mut t = [0u32; NSMALL];
-    let mut i = 0;
-    while i < NSMALL {
-        t[i] = (1u64 << 32).div_ceil(class_size(i) as u64) as u32;
-        i += 1;
-    }
-    t
-};
-// The magic is exact for offsets below 2^32 / 1: every slab is far smaller.
+// A slab's offsets stay below 2^32, which `Slab::index_at`'s exactness needs: every slab is
+// far smaller.
 const _: () = assert!(SLAB_OBJS_PAGES * PAGE < 1 << 31);
 
 /// The usable size of a request of `size` bytes aligned to `align` (a power of two), and the

@@ -6,7 +6,7 @@
 use crate::bitmap::Bitmap;
 use crate::chunk::{PAGE_KIND, PAGE_SLAB};
 use crate::list::linked;
-use crate::size_class::{class_min_size, class_size, DIV_MAGIC, NSMALL, SLAB_MAX_OBJS, SLAB_OBJS};
+use crate::size_class::{class_min_size, class_size, NSMALL, SLAB_MAX_OBJS, SLAB_OBJS};
 
 /// What `give_all` reports for a pointer inside an object.
 pub const INTERIOR: &str = "free of a pointer inside a block (not its start):";
@@ -33,9 +33,8 @@ pub struct Slab {
     pub class: u32,
     pub nfree: u32,
     pub nobjs: u32,
-    /// The object size and its `DIV_MAGIC`, for `index_of`.
+    /// The object size.
     pub size: u32,
-    pub magic: u32,
     /// Every object from this index up is free (`nobjs`: no such claim): a refill takes
     /// them in order with no bit work while they are the only free ones (`take`).
     pub untouched: u32,
@@ -81,6 +80,19 @@ const fn start_limit(c: u64, size: usize, nobjs: usize, whole: bool) -> u64 {
     }
 }
 
+/// The index of the object at offset `off` (below the slab's `span`) in a slab whose
+/// `div_test` is `div_test`, or `None` when `off` is not an object's: one widening multiply
+/// gives both, `is_object_start`'s test in its low half and the index in its high half. With
+/// `div_test * size = 2^64 + e`, `e < size`, an offset `k * size` below 2^32 gives
+/// `k * 2^64 + k * e`, where `k * e < 2^32`; any other offset leaves at least `div_test` in the
+/// low half. (A function of the value, not of the slab: `give_leading`'s loop keeps
+/// `div_test` in a register, where a read through `&mut self` reloaded it per block.)
+#[inline(always)]
+fn index_at(off: u64, div_test: u64) -> Option<usize> {
+    let wide = off as u128 * div_test as u128;
+    ((wide as u64) < div_test).then_some((wide >> 64) as usize)
+}
+
 impl Slab {
     /// Initialises a slab of `class` (a small class: anything else aborts) at `addr` with
     /// every object free.
@@ -95,7 +107,7 @@ impl Slab {
     /// make slabs of two objects, so that a fill crosses slabs within the few steps a model
     /// can afford (every class holds at least 8: `SLAB_MIN_OBJS` up to 8 KiB).
     pub fn init_objs(&mut self, addr: usize, class: usize, arena: u32, nobjs: usize) {
-        let (Some(&most), Some(&magic)) = (SLAB_OBJS.get(class), DIV_MAGIC.get(class)) else {
+        let Some(&most) = SLAB_OBJS.get(class) else {
             crate::diag::fatal_index("a slab of a class that is not small", class, NSMALL)
         };
         let nobjs = nobjs.min(most as usize);
@@ -104,7 +116,6 @@ impl Slab {
         self.arena = arena;
         self.nobjs = nobjs as u32;
         self.size = class_size(class) as u32;
-        self.magic = magic;
         self.span = (nobjs * class_size(class)) as u32;
         self.div_test = u64::MAX / class_size(class) as u64 + 1;
         let whole = nobjs == most as usize;
@@ -196,15 +207,11 @@ impl Slab {
     /// The object index of `p`, or `None` if `p` is not the start of an object.
     #[inline]
     pub fn index_of(&self, p: usize) -> Option<usize> {
-        let off = p.wrapping_sub(self.addr);
-        let size = self.size as usize;
-        if off >= self.nobjs as usize * size {
+        let off = p.wrapping_sub(self.addr) as u64;
+        if off >= self.span as u64 {
             return None;
         }
-        // A multiply instead of a divide (see `DIV_MAGIC`); exact for multiples of the size,
-        // so a pointer between objects gives an `i` whose start differs from it.
-        let i = ((off as u64 * self.magic as u64) >> 32) as usize;
-        (i * size == off).then_some(i)
+        index_at(off, self.div_test)
     }
 
     /// Returns object `i` to the slab. Returns false if it was already free (a double free).
@@ -222,8 +229,8 @@ impl Slab {
     /// any order, and says how many that was: a flush's run of one slab, found and returned in
     /// one pass. One bitmap store per run of pointers in the same bitmap word: a flush hands
     /// back objects in about the order a refill took them, so a run is usually a whole word.
-    /// Per object a subtract, a bound compare, one widening multiply (`is_object_start`'s test
-    /// in its low half, the index in its high half), a shift and a bit test. Returns the first
+    /// Per object a subtract, a bound compare, one widening multiply (`index_at`: the
+    /// object-start test and the index at once), a shift and a bit test. Returns the first
     /// pointer that is not an object start or is already free (here or earlier in the run),
     /// with what is wrong; the words before its word were returned (the caller aborts).
     #[inline]
@@ -271,14 +278,9 @@ impl Slab {
                 }
                 return give_failed(p, INTERIOR);
             }
-            // One widening multiply gives both `is_object_start`'s test (the low half) and the
-            // index (the high half): with `div_test * size = 2^64 + e`, `e < size`, an offset
-            // `k * size` below 2^32 gives `k * 2^64 + k * e`, where `k * e < 2^32`.
-            let wide = off as u128 * div_test as u128;
-            if wide as u64 >= div_test {
+            let Some(i) = index_at(off, div_test) else {
                 return give_failed(p, INTERIOR);
-            }
-            let i = (wide >> 64) as usize;
+            };
             if i / 64 != word {
                 self.give_bits(word, bits, n - from)?;
                 (word, bits, from) = (i / 64, 0, n);
