@@ -7,7 +7,11 @@ use crate::os;
 use crate::size_class::CHUNK;
 use crate::sync::{AtomicU64, ForkLock, Mutex, Ordering};
 
-const NLISTS: usize = 16;
+/// Free lists of exact sizes: the metadata's few sizes (descriptors, page chunks, caches, the
+/// remote-free storage, heap profiling's tables) and a grown cache bin's stacks (7 sizes at the
+/// default `tcache_nslots_small_max`, up to 9 at others: `tcache::grow_max`). A block of a size
+/// past the lists stays unused.
+pub const NLISTS: usize = 32;
 
 struct FreeNode {
     next: *mut FreeNode,

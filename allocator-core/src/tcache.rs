@@ -45,10 +45,6 @@ const GC_EVERY: u32 = 64;
 /// A small bin grows to at most this many bytes of blocks (`grow_max`), and to at most
 /// `tcache_nslots_small_max` blocks.
 pub const GROW_CLASS_BYTES: usize = 512 << 10;
-/// Bins of a smaller base capacity do not grow (classes above 320 B: `small_batch_cap`):
-/// their overflow moves 8 to 21 blocks, a swing a program allocating and freeing at random
-/// makes all the time (larson: 40.0 -> 57.3 MiB peak RSS with them growing).
-pub const GROW_BASE_MIN: usize = 64;
 /// A bin grows when it refills within this many slow-path events (refills and overflows of
 /// any of the thread's bins) of an overflow: it then went from full to empty while the
 /// thread's other bins hardly moved, the swing of a working set allocated and freed whole
@@ -187,10 +183,13 @@ pub const fn bin_cap(class: usize, tcache_max: usize) -> usize {
 /// (`tcache_nslots_small_max`) or `GROW_CLASS_BYTES` of blocks, whichever is fewer, rounded
 /// down to one less than a power of two (with the null slot before it, a grown stack's storage
 /// is a power of two of slots: few distinct sizes for the base's exact-size free lists), and
-/// never below `base`; `base` itself for a bin of a base below `GROW_BASE_MIN` and for every
-/// other class (cached large blocks never refill).
+/// never below `base`; `base` itself for a large class (cached large blocks never refill).
+/// Every small bin may grow: bins of 384 B to 16 KiB blocks too, whose base capacity (16 to 42
+/// blocks) a burst of a hundred blocks overflows (docs/benchmarks.md, Session 15: sh6bench
+/// -20%, mstress -10%; larson's peak RSS 40 -> 64 MiB, its threads waiting in `join` with grown
+/// bins).
 pub const fn grow_max(class: usize, base: usize, slots: usize) -> usize {
-    if !is_small(class) || base < GROW_BASE_MIN {
+    if !is_small(class) {
         return base;
     }
     let by_bytes = GROW_CLASS_BYTES / class_size(class);
@@ -315,11 +314,8 @@ impl Tcache {
         self.gc_tick();
         let info = info_mut(&mut self.info, class);
         let at = info.overflow_at;
-        // The cheap tests first: a refill of a bin that cannot grow pays two compares.
-        if at != 0
-            && info.base as usize >= GROW_BASE_MIN
-            && self.events.wrapping_sub(at) <= GROW_WITHIN
-        {
+        // The cheap test first: a refill with no overflow since the last pays one compare.
+        if at != 0 && self.events.wrapping_sub(at) <= GROW_WITHIN {
             self.grow(class);
         }
         let info = info_mut(&mut self.info, class);
@@ -838,22 +834,22 @@ mod tests {
                 if most == base {
                     continue;
                 }
-                assert!(is_small(c) && base >= GROW_BASE_MIN, "class {c}");
+                assert!(is_small(c), "class {c}");
                 assert!(most * class_size(c) <= GROW_CLASS_BYTES, "class {c}");
                 // With its null slot, a power of two of slots.
                 assert!((most + 1).is_power_of_two(), "class {c}: {most}");
                 sizes.insert(own_bytes(most));
             }
         }
-        // The classes that grow: 8 B to 320 B.
-        let grows: std::vec::Vec<usize> = (0..NSMALL)
+        // The classes that grow at the default: every small one.
+        let grows = (0..NSMALL)
             .filter(|&c| grow_max(c, bin_cap(c, usize::MAX), 2048) > bin_cap(c, usize::MAX))
-            .map(class_size)
-            .collect();
-        assert_eq!(grows.first(), Some(&8));
-        assert_eq!(grows.last(), Some(&320));
-        // Few sizes for the base's 16 exact-size free lists, whatever the option says.
-        assert!(sizes.len() <= 4, "{sizes:?}");
+            .count();
+        assert_eq!(grows, NSMALL);
+        // Few sizes for the base's exact-size free lists, whatever the option says: the powers
+        // of two from 32 to 8,192 slots (per stack, with its null slot).
+        assert!(sizes.len() <= 9, "{sizes:?}");
+        assert!(sizes.len() * 2 <= crate::base::NLISTS, "{sizes:?}");
     }
 
     #[test]
@@ -938,15 +934,30 @@ mod tests {
         // SAFETY: from `create`, not used afterwards.
         unsafe { Tcache::destroy(tc) };
 
-        // Bins of a base below `GROW_BASE_MIN` (classes above 256 B) never grow.
+        // A bin of a small base grows too: 1 KiB blocks, 32 at the base, to 511 (512 KiB of
+        // blocks, the null slot making a power of two) for a working set of 400.
         let tc = Tcache::create(arena, 32 << 10, 8192);
         assert!(!tc.is_null());
         // SAFETY: as above.
         let t = unsafe { &mut *tc };
         let big = class_of(1024);
-        assert!(bin_cap(big, 32 << 10) < GROW_BASE_MIN);
-        churn(t, big, 600, 8);
-        assert_eq!(t.bins[big].cap as usize, bin_cap(big, 32 << 10));
+        assert_eq!(bin_cap(big, 32 << 10), 32);
+        assert_eq!(grow_max(big, 32, 8192), 511);
+        churn(t, big, 400, 8);
+        assert_eq!(
+            t.bins[big].cap,
+            512 - 1,
+            "32 doubled to 256, then to the most"
+        );
+        let before = arena.bins[big].lock().stats.nfills;
+        churn(t, big, 400, 2);
+        assert_eq!(arena.bins[big].lock().stats.nfills, before, "a round fits");
+        // SAFETY: as above.
+        unsafe { Tcache::destroy(tc) };
+        let tc = Tcache::create(arena, 32 << 10, 8192);
+        assert!(!tc.is_null());
+        // SAFETY: as above.
+        let t = unsafe { &mut *tc };
 
         // The classes of 160 to 256 B each grow to 2,048 blocks (over 300 KiB of them):
         // together past the thread's 1 MiB, so the budget binds and one at least stays short.

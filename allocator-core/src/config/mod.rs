@@ -196,7 +196,7 @@ options! {
     tcache_max "tcache_max": Size { max: TCACHE_MAX_LIMIT } = 32 << 10,
         "The largest block size thread caches keep.";
     tcache_nslots_small_max "tcache_nslots_small_max": Count { max: TCACHE_SLOTS_LIMIT } = 2048,
-        "The most blocks a small class's thread-cache bin grows to while the program keeps refilling it; bins of classes above 320 B, and any value at or below a bin's base (64 to 128), do not grow.";
+        "The most blocks a small class's thread-cache bin grows to while the program keeps refilling it (and at most 512 KiB of its blocks); a bin whose base (16 to 128 blocks) this value does not exceed does not grow, and 0 keeps every bin at its base.";
     thp "thp": Thp = Thp::Madvise,
         "THP policy of every arena without its own `arena.<i>.thp`.";
     thp_threshold "thp_threshold": Size { max: SIZE_LIMIT } = 4 << 20,
