@@ -172,14 +172,13 @@ impl Slab {
         n
     }
 
-    /// Whether `p` is the start of one of this slab's objects: `free`'s check before a block
-    /// reaches the thread cache. A bound compare and one multiply: an offset `off < 2^32` is a
-    /// multiple of `size` exactly when `off * div_test` wraps to below `div_test` (Lemire,
-    /// Kaser and Kurz, "Faster remainder by direct computation", 2019).
+    /// Whether `p` is the start of one of this slab's objects: `index_of`'s bound compare and
+    /// multiply (an offset `off < 2^32` is a multiple of `size` exactly when `off * div_test`
+    /// wraps to below `div_test`: Lemire, Kaser and Kurz, "Faster remainder by direct
+    /// computation", 2019), the reference `free`'s one-compare test is checked against.
     #[inline(always)]
     pub fn is_object_start(&self, p: usize) -> bool {
-        let off = p.wrapping_sub(self.addr);
-        off < self.span as usize && (off as u64).wrapping_mul(self.div_test) < self.div_test
+        self.index_of(p).is_some()
     }
 
     /// `is_object_start` for a `p` on one of this slab's pages (the page map named the slab),

@@ -34,7 +34,7 @@ fn a_second_slab_reuses_the_first_ones_descriptor() {
 #[test]
 fn page_class_follows_a_slab_into_the_bin_that_borrows_it() {
     use crate::size_class::SLAB_PAGES;
-    let a = Arena::create(901, Thp::Default);
+    let a = Arena::create(903, Thp::Default);
     assert!(!a.is_null());
     // SAFETY: a fresh arena, never destroyed (arenas live for the process).
     let a = unsafe { &*a };
